@@ -1,0 +1,1849 @@
+//! The request handlers: what kube-apiserver's generic registry, its admission plugins and
+//! the per-kind strategies do between an HTTP request and the store. One `Sim` holds the
+//! whole cluster state; `Sim::handle` answers one authenticated request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use base64::Engine;
+use chrono::{DateTime, SecondsFormat, Utc};
+use http::Method;
+use rand::Rng;
+use serde_json::{json, Map, Value};
+
+use crate::faults::Faults;
+use crate::metrics::Metrics;
+use crate::request::{ApiRequest, ApiResponse, Representation, ResourcePath, User};
+use crate::resources::{Registry, ResourceDef};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::{success, ApiError, ApiResult, Subject};
+use crate::store::{obj_key, ResKey, Store, Txn};
+use crate::validation::FieldCause;
+use crate::{defaults, strategic_merge, table, typed, validation};
+
+pub struct Sim {
+    pub registry: Registry,
+    pub store: Store,
+    pub metrics: Metrics,
+    pub faults: Faults,
+    tokens: RwLock<HashMap<String, User>>,
+    ips: Mutex<IpAllocator>,
+}
+
+/// Service cluster IPs from `--service-cluster-ip-range` (IPv4).
+struct IpAllocator {
+    base: u32,
+    size: u32,
+    next: u32,
+    used: std::collections::HashSet<u32>,
+}
+
+impl IpAllocator {
+    fn new(cidr: &str) -> Self {
+        let (ip, bits) = cidr.split_once('/').unwrap_or((cidr, "24"));
+        let base: u32 = ip.parse::<std::net::Ipv4Addr>().map(u32::from).unwrap_or(0x0a60_0000);
+        let bits: u32 = bits.parse().unwrap_or(12).clamp(8, 30);
+        let size = 1u32 << (32 - bits);
+        IpAllocator {
+            base: base & !(size - 1),
+            size,
+            next: 1,
+            used: Default::default(),
+        }
+    }
+
+    fn allocate(&mut self) -> Option<String> {
+        for _ in 0..self.size {
+            let off = self.next;
+            self.next = if self.next + 2 >= self.size { 1 } else { self.next + 1 };
+            if self.used.insert(off) {
+                return Some(std::net::Ipv4Addr::from(self.base + off).to_string());
+            }
+        }
+        None
+    }
+
+    fn reserve(&mut self, ip: &str) -> Result<(), String> {
+        let addr: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("{ip} is not a valid IP"))?;
+        let off = u32::from(addr).wrapping_sub(self.base);
+        if off == 0 || off >= self.size - 1 {
+            return Err(format!("the provided IP ({ip}) is not in the valid range"));
+        }
+        if !self.used.insert(off) {
+            return Err(format!("the provided IP ({ip}) is already allocated"));
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, ip: &str) {
+        if let Ok(addr) = ip.parse::<std::net::Ipv4Addr>() {
+            self.used.remove(&u32::from(addr).wrapping_sub(self.base));
+        }
+    }
+}
+
+pub fn now() -> DateTime<Utc> {
+    Utc::now()
+}
+
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The 5 random characters upstream appends to generateName.
+pub fn random_suffix(n: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..n)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn meta(obj: &Value) -> &Value {
+    &obj["metadata"]
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"].as_object_mut().expect("metadata is an object")
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str()
+}
+
+fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    meta(obj)["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)["finalizers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+fn set_finalizers(obj: &mut Value, f: Vec<String>) {
+    let m = meta_mut(obj);
+    if f.is_empty() {
+        m.remove("finalizers");
+    } else {
+        m.insert("finalizers".into(), json!(f));
+    }
+}
+
+/// Everything but metadata and status: what a spec change is measured on.
+fn spec_part(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    o
+}
+
+/// Parsed list/watch options.
+pub struct ListOptions {
+    pub labels: Option<LabelSelector>,
+    pub fields: Option<FieldSelector>,
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl Sim {
+    pub fn new(history: usize, service_cidr: &str) -> Self {
+        Sim {
+            registry: Registry::builtin(),
+            store: Store::new(history),
+            metrics: Metrics::new(),
+            faults: Faults::default(),
+            tokens: RwLock::new(HashMap::new()),
+            ips: Mutex::new(IpAllocator::new(service_cidr)),
+        }
+    }
+
+    /// What kube-apiserver creates at start: the system namespaces and the `kubernetes` Service.
+    pub fn bootstrap(&self) {
+        let admin = User {
+            name: "system:apiserver".into(),
+            uid: uuid::Uuid::new_v4().to_string(),
+            groups: vec!["system:masters".into()],
+        };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let _ = self.create_object(
+                &self.def("", "v1", "namespaces"),
+                None,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                &admin,
+                false,
+            );
+        }
+        let _ = self.create_object(
+            &self.def("", "v1", "services"),
+            Some("default"),
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "kubernetes", "namespace": "default",
+                                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                   "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
+            &admin,
+            false,
+        );
+    }
+
+    fn def(&self, g: &str, v: &str, r: &str) -> Arc<ResourceDef> {
+        self.registry
+            .lookup(g, v, r)
+            .expect("built-in resource is registered")
+    }
+
+    pub fn register_token(&self, token: &str, user: User) {
+        self.tokens
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token.to_string(), user);
+    }
+
+    pub fn user_for_token(&self, token: &str) -> Option<User> {
+        self.tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// Answer a request under /api or /apis that names a resource.
+    pub fn handle_resource(self: &Arc<Self>, req: &ApiRequest, p: ResourcePath) -> ApiResult<ApiResponse> {
+        let user = req.user.clone().ok_or_else(ApiError::unauthorized)?;
+        let def = self
+            .registry
+            .lookup(&p.group, &p.version, &p.resource)
+            .ok_or_else(ApiError::no_route)?;
+        if def.namespaced != p.namespace.is_some() && !(def.namespaced && p.name.is_none()) {
+            // A namespaced resource addressed without a namespace (or the reverse) with a name.
+            return Err(ApiError::no_route());
+        }
+        if let Some(sub) = &p.subresource {
+            if def.subresource(sub).is_none() {
+                return Err(ApiError::no_route());
+            }
+        }
+        let ns = p.namespace.as_deref();
+        let wants = req.wants();
+        if wants == Representation::Unsupported {
+            return Err(ApiError::new(
+                406,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json, application/yaml",
+            ));
+        }
+        let m = &req.method;
+        match (p.name.as_deref(), p.subresource.as_deref()) {
+            (None, None) if *m == Method::GET => {
+                if req.flag("watch") {
+                    crate::watch::start(self.clone(), def, ns, req)
+                } else {
+                    self.list(&def, ns, req)
+                }
+            }
+            (None, None) if *m == Method::POST => {
+                let body = self.decode_body(&def, req)?;
+                if def.resource == "bindings" {
+                    return self.bind(&def, ns.unwrap_or_default(), None, body);
+                }
+                if !def.is_stored() {
+                    return self.review(&def, body, &user);
+                }
+                let (obj, warnings) = self.check_fields(&def, body, req)?;
+                let dry = req.param("dryRun").is_some();
+                let created = self.create_object(&def, ns, obj, &user, dry)?;
+                Ok(with_warnings(ApiResponse::json(201, self.present(&def, &created)), warnings))
+            }
+            (None, None) if *m == Method::DELETE => self.delete_collection(&def, ns, req),
+            (Some(name), None) if *m == Method::GET => {
+                let obj = self.get_object(&def, ns, name)?;
+                Ok(ApiResponse::json(200, self.represent_one(&def, &obj, wants)))
+            }
+            (Some(name), None | Some("status")) if *m == Method::PUT => {
+                let body = self.decode_body(&def, req)?;
+                let (obj, warnings) = self.check_fields(&def, body, req)?;
+                let sub = p.subresource.as_deref();
+                let out = self.update_object(&def, ns, name, sub, &user, req, |_| Ok(obj))?;
+                Ok(with_warnings(out, warnings))
+            }
+            (Some(name), None | Some("status")) if *m == Method::PATCH => {
+                self.patch(&def, ns, name, p.subresource.as_deref(), req, &user)
+            }
+            (Some(name), None) if *m == Method::DELETE => self.delete(&def, ns, name, req),
+            (Some(name), Some("status")) if *m == Method::GET => {
+                let obj = self.get_object(&def, ns, name)?;
+                Ok(ApiResponse::json(200, self.present(&def, &obj)))
+            }
+            (Some(name), Some("scale")) => self.scale(&def, ns, name, req, &user),
+            (Some(name), Some("binding")) if *m == Method::POST => {
+                let body = self.decode_json(req)?;
+                self.bind(&def, ns.unwrap_or_default(), Some(name), body)
+            }
+            (Some(name), Some("eviction")) if *m == Method::POST => {
+                let body = self.decode_json(req)?;
+                self.evict(ns.unwrap_or_default(), name, body)
+            }
+            (Some(name), Some("finalize")) if *m == Method::PUT => {
+                let body = self.decode_json(req)?;
+                let fins = body["spec"]["finalizers"].clone();
+                self.update_object(&def, None, name, Some("finalize"), &user, req, move |cur| {
+                    let mut next = cur.clone();
+                    next["spec"]["finalizers"] = if fins.is_null() { json!([]) } else { fins };
+                    Ok(next)
+                })
+            }
+            (Some(name), Some("approval")) if *m == Method::PUT || *m == Method::PATCH => {
+                let body = if *m == Method::PUT {
+                    self.decode_json(req)?
+                } else {
+                    let cur = self.get_object(&def, ns, name)?;
+                    self.apply_patch(&def, &cur, req)?
+                };
+                let conds = body["status"]["conditions"].clone();
+                self.update_object(&def, None, name, Some("approval"), &user, req, move |cur| {
+                    let mut next = cur.clone();
+                    if !next["status"].is_object() {
+                        next["status"] = json!({});
+                    }
+                    next["status"]["conditions"] = conds;
+                    Ok(next)
+                })
+            }
+            (Some(name), Some("approval")) if *m == Method::GET => {
+                let obj = self.get_object(&def, ns, name)?;
+                Ok(ApiResponse::json(200, self.present(&def, &obj)))
+            }
+            (Some(name), Some("token")) if *m == Method::POST => {
+                let body = self.decode_json(req)?;
+                self.token_request(ns.unwrap_or_default(), name, body)
+            }
+            _ => Err(ApiError::method_not_allowed(m.as_str())),
+        }
+    }
+
+    // ----- decoding -----
+
+    fn decode_json(&self, req: &ApiRequest) -> ApiResult<Value> {
+        let ct = req.content_type.split(';').next().unwrap_or("").trim();
+        if ct.contains("yaml") {
+            let text = std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let y: serde_yaml::Value = serde_yaml::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
+            return serde_json::to_value(y).map_err(|e| ApiError::bad_request(e.to_string()));
+        }
+        if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
+            return Err(ApiError::unsupported_media(ct));
+        }
+        serde_json::from_slice(&req.body).map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
+    }
+
+    /// Decode a create/update body and check it names this kind and namespace.
+    fn decode_body(&self, def: &ResourceDef, req: &ApiRequest) -> ApiResult<Value> {
+        let body = self.decode_json(req).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; {}",
+                def.kind, e.message
+            ))
+        })?;
+        if !body.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: cannot unmarshal {} into Go value of type struct",
+                def.kind,
+                json_type(&body)
+            )));
+        }
+        let kind = body["kind"].as_str().unwrap_or("");
+        let api_version = body["apiVersion"].as_str().unwrap_or("");
+        let expected_kind = self.body_kind(def);
+        if kind.is_empty() || api_version.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "Object '{}' is missing in '{}'",
+                if kind.is_empty() { "Kind" } else { "apiVersion" },
+                truncate(&body.to_string(), 200)
+            )));
+        }
+        if kind != expected_kind {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{}\" cannot be handled as a {expected_kind}: converting ({}.{kind}) to ({}.{expected_kind}): unknown conversion",
+                api_version.rsplit('/').next().unwrap_or(api_version),
+                api_version.rsplit('/').next().unwrap_or(api_version),
+                if def.group.is_empty() { "core" } else { def.group.split('.').next().unwrap_or("") },
+            )));
+        }
+        Ok(body)
+    }
+
+    fn body_kind(&self, def: &ResourceDef) -> String {
+        match def.resource.as_str() {
+            "bindings" => "Binding".into(),
+            _ => def.kind.clone(),
+        }
+    }
+
+    /// Typed decoding and field validation (Strict: unknown fields are an error; Warn: a header).
+    fn check_fields(&self, def: &ResourceDef, body: Value, req: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
+        let mode = match req.param("fieldValidation") {
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            Some("Warn") | None | Some("") => FieldValidation::Warn,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "fieldValidation parameter unsupported: {other}"
+                )))
+            }
+        };
+        let body_version = body["apiVersion"]
+            .as_str()
+            .and_then(|a| a.rsplit('/').next())
+            .unwrap_or(&def.version)
+            .to_string();
+        match typed::decode(&def.group, &body_version, &def.kind, &body) {
+            None => Ok((body, Vec::new())),
+            Some(Err(e)) => Err(ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: {}",
+                def.kind, def.version, def.kind, e
+            ))),
+            Some(Ok(d)) => {
+                if d.unknown_fields.is_empty() || mode == FieldValidation::Ignore {
+                    return Ok((d.object, Vec::new()));
+                }
+                if mode == FieldValidation::Strict {
+                    let list = d
+                        .unknown_fields
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(ApiError::bad_request(format!(
+                        "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                        def.kind, def.version, def.kind, list
+                    )));
+                }
+                let warnings = d
+                    .unknown_fields
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                Ok((d.object, warnings))
+            }
+        }
+    }
+
+    // ----- reading -----
+
+    pub fn get_object(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Arc<Value>> {
+        self.store
+            .lock()
+            .get(&def.key(), ns.unwrap_or(""), name)
+            .ok_or_else(|| ApiError::not_found(Subject::new(&def.group, &def.resource, name)))
+    }
+
+    /// An object as served in `def`'s version.
+    pub fn present(&self, def: &ResourceDef, obj: &Value) -> Value {
+        let mut o = obj.clone();
+        if let Some(m) = o.as_object_mut() {
+            m.insert("apiVersion".into(), json!(def.api_version()));
+            m.insert("kind".into(), json!(def.kind));
+        }
+        o
+    }
+
+    fn represent_one(&self, def: &ResourceDef, obj: &Value, wants: Representation) -> Value {
+        match wants {
+            Representation::Metadata => partial_metadata(obj),
+            Representation::Table => self.table(def, &[self.present(def, obj)], true, "", None),
+            _ => self.present(def, obj),
+        }
+    }
+
+    pub fn table(
+        &self,
+        def: &ResourceDef,
+        items: &[Value],
+        headers: bool,
+        rv: &str,
+        cont: Option<&str>,
+    ) -> Value {
+        match &def.custom {
+            Some(c) => table::to_table_custom(
+                &c.printer_columns,
+                items,
+                headers,
+                table::IncludeObject::Metadata,
+                rv,
+                cont,
+                now(),
+            ),
+            None => table::to_table(
+                &def.group,
+                &def.kind,
+                items,
+                headers,
+                table::IncludeObject::Metadata,
+                rv,
+                cont,
+                now(),
+            ),
+        }
+    }
+
+    pub fn list_options(&self, def: &ResourceDef, req: &ApiRequest) -> ApiResult<ListOptions> {
+        let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
+            Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
+                ApiError::bad_request(format!("unable to parse requirement: {e}"))
+            })?),
+            None => None,
+        };
+        let fields = match req.param("fieldSelector").filter(|s| !s.is_empty()) {
+            Some(s) => {
+                let f = FieldSelector::parse(s).map_err(ApiError::bad_request)?;
+                for name in f.field_names() {
+                    if def.custom.is_some() {
+                        if name != "metadata.name" && name != "metadata.namespace" {
+                            return Err(ApiError::bad_request(format!(
+                                "\"{name}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                            )));
+                        }
+                    } else if !crate::selectors::supported_field(&def.resource, &name) {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {name}"
+                        )));
+                    }
+                }
+                Some(f)
+            }
+            None => None,
+        };
+        let limit = match req.param("limit") {
+            Some(l) if !l.is_empty() => l.parse::<i64>().unwrap_or(0).max(0) as usize,
+            _ => 0,
+        };
+        if req.param("sendInitialEvents").is_some() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            )
+            .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [{
+                "reason": "FieldValueForbidden",
+                "message": "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                "field": "sendInitialEvents"}]})));
+        }
+        Ok(ListOptions {
+            labels,
+            fields,
+            limit,
+            continue_token: req.param("continue").filter(|s| !s.is_empty()).map(String::from),
+            resource_version: req.param("resourceVersion").filter(|s| !s.is_empty()).map(String::from),
+            resource_version_match: req
+                .param("resourceVersionMatch")
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+        })
+    }
+
+    /// Whether `obj` passes the label and field selectors of `opts`.
+    pub fn selected(&self, def: &ResourceDef, opts: &ListOptions, obj: &Value) -> bool {
+        if let Some(l) = &opts.labels {
+            if !l.matches(&labels_of(obj)) {
+                return false;
+            }
+        }
+        if let Some(f) = &opts.fields {
+            let resource = def.resource.clone();
+            let get = |field: &str| crate::selectors::field_value(&resource, obj, field);
+            if !f.matches(&get) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn list(&self, def: &ResourceDef, ns: Option<&str>, req: &ApiRequest) -> ApiResult<ApiResponse> {
+        if !def.has_verb("list") {
+            return Err(ApiError::method_not_allowed("list"));
+        }
+        let opts = self.list_options(def, req)?;
+        let t = self.store.lock();
+        let current = t.rv();
+        if let Some(rv) = &opts.resource_version {
+            let n: u64 = rv.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {rv}"))
+            })?;
+            if opts.resource_version_match.as_deref() == Some("Exact") && n < t.compacted_rv() {
+                return Err(ApiError::expired("The resourceVersion for the provided list is too old."));
+            }
+            if n > current {
+                return Err(ApiError::new(
+                    504,
+                    "Timeout",
+                    format!("Too large resource version: {n}, current: {current}"),
+                )
+                .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
+            }
+        }
+        let mut after: Option<(String, String)> = None;
+        let mut list_rv = current;
+        if let Some(tok) = &opts.continue_token {
+            let (rv, start) = decode_continue(tok).ok_or_else(|| {
+                ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+            })?;
+            if rv < t.compacted_rv() {
+                return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+            }
+            list_rv = rv;
+            after = Some(match (ns, def.namespaced) {
+                (Some(n), _) => (n.to_string(), start),
+                (None, true) => match start.split_once('/') {
+                    Some((a, b)) => (a.to_string(), b.to_string()),
+                    None => (String::new(), start),
+                },
+                (None, false) => (String::new(), start),
+            });
+        }
+        let mut items = Vec::new();
+        let mut next: Option<String> = None;
+        let mut remaining = 0usize;
+        let filtering = opts.labels.is_some() || opts.fields.is_some();
+        for (key, obj) in t.range(&def.key(), ns, after.as_ref()) {
+            if !self.selected(def, &opts, obj) {
+                continue;
+            }
+            if opts.limit > 0 && items.len() >= opts.limit {
+                if next.is_none() {
+                    let last: &Value = items.last().map(|v: &Arc<Value>| v.as_ref()).unwrap_or(obj);
+                    let (lns, lname) = obj_key(last);
+                    let start = if ns.is_none() && def.namespaced {
+                        format!("{lns}/{lname}")
+                    } else {
+                        lname
+                    };
+                    next = Some(encode_continue(list_rv, &start));
+                    if filtering {
+                        break;
+                    }
+                }
+                remaining += 1;
+                let _ = key;
+                continue;
+            }
+            items.push(obj.clone());
+        }
+        drop(t);
+        let rv = list_rv.to_string();
+        let wants = req.wants();
+        let body = match wants {
+            Representation::Table => {
+                let objs: Vec<Value> = items.iter().map(|o| self.present(def, o)).collect();
+                let headers = !req.accept.contains("noHeaders") && req.param("includeObject") != Some("None");
+                self.table(def, &objs, headers, &rv, next.as_deref())
+            }
+            Representation::Metadata => {
+                let mut md = json!({"resourceVersion": rv});
+                if let Some(c) = &next {
+                    md["continue"] = json!(c);
+                }
+                json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": md,
+                       "items": items.iter().map(|o| partial_metadata(o)).collect::<Vec<_>>()})
+            }
+            _ => {
+                let mut md = json!({"resourceVersion": rv});
+                if let Some(c) = &next {
+                    md["continue"] = json!(c);
+                    if !filtering {
+                        md["remainingItemCount"] = json!(remaining);
+                    }
+                }
+                json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(), "metadata": md,
+                       "items": items.iter().map(|o| list_item(o)).collect::<Vec<_>>()})
+            }
+        };
+        Ok(ApiResponse::json(200, body))
+    }
+
+    // ----- creating -----
+
+    /// The whole create path: metadata, defaults, admission, validation, storage.
+    pub fn create_object(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        mut obj: Value,
+        user: &User,
+        dry_run: bool,
+    ) -> ApiResult<Arc<Value>> {
+        if !def.has_verb("create") {
+            return Err(ApiError::method_not_allowed("create"));
+        }
+        let body_ns = str_at(&obj, &["metadata", "namespace"]).unwrap_or("").to_string();
+        if def.namespaced {
+            let ns = ns.unwrap_or("");
+            if !body_ns.is_empty() && body_ns != ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            meta_mut(&mut obj).insert("namespace".into(), json!(ns));
+        } else {
+            meta_mut(&mut obj).remove("namespace");
+        }
+        let mut name = str_at(&obj, &["metadata", "name"]).unwrap_or("").to_string();
+        let generate = str_at(&obj, &["metadata", "generateName"]).unwrap_or("").to_string();
+        if name.is_empty() && !generate.is_empty() {
+            name = format!("{generate}{}", random_suffix(5));
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+        }
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                Subject::new(&def.group, &def.kind, ""),
+                &[FieldCause {
+                    reason: "FieldValueRequired",
+                    message: "Required value: name or generateName is required".into(),
+                    field: "metadata.name".into(),
+                }],
+            ));
+        }
+        {
+            let m = meta_mut(&mut obj);
+            for k in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"] {
+                m.remove(k);
+            }
+        }
+        let body_version = obj["apiVersion"]
+            .as_str()
+            .and_then(|a| a.rsplit('/').next())
+            .unwrap_or(&def.version)
+            .to_string();
+        obj["apiVersion"] = json!(def.api_version());
+        obj["kind"] = json!(def.kind);
+        if def.custom.is_none() {
+            defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
+        }
+        self.mutate_on_create(def, &mut obj, user);
+        let mut t = self.store.lock();
+        let subject = Subject::new(&def.group, &def.resource, &name);
+        if let Some(ns) = ns.filter(|_| def.namespaced) {
+            self.admit_namespace(&t, ns, &subject)?;
+        }
+        if def.kind == "Pod" && def.group.is_empty() {
+            self.admit_pod(&t, &mut obj, &subject)?;
+        }
+        if t.get(&def.key(), &body_ns_or(ns, def), &name).is_some() {
+            return Err(ApiError::already_exists(subject));
+        }
+        let causes = self.validate(def, &obj, None);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &causes));
+        }
+        let uid = uuid::Uuid::new_v4().to_string();
+        {
+            let m = meta_mut(&mut obj);
+            m.insert("uid".into(), json!(uid));
+            m.insert("creationTimestamp".into(), json!(timestamp(now())));
+            if def.tracks_generation() {
+                m.insert("generation".into(), json!(1));
+            }
+        }
+        if def.kind == "Job" && def.group == "batch" {
+            defaults::job_selector_and_labels(&mut obj, &uid);
+            let causes = self.validate(def, &obj, None);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &causes));
+            }
+        }
+        if def.kind == "Service" && def.group.is_empty() {
+            self.allocate_cluster_ip(&mut obj, &subject)?;
+        }
+        if def.kind == "CustomResourceDefinition" {
+            crate::crd::accept(&mut obj).map_err(|c| {
+                ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &c)
+            })?;
+        }
+        if dry_run {
+            return Ok(Arc::new(obj));
+        }
+        let stored = t.put(&def.key(), obj);
+        drop(t);
+        if def.kind == "CustomResourceDefinition" {
+            crate::crd::register(&self.registry, &stored);
+        }
+        Ok(stored)
+    }
+
+    fn mutate_on_create(&self, def: &ResourceDef, obj: &mut Value, user: &User) {
+        match (def.group.as_str(), def.kind.as_str()) {
+            ("", "Namespace") => {
+                let name = str_at(obj, &["metadata", "name"]).unwrap_or("").to_string();
+                let m = meta_mut(obj);
+                if !m.get("labels").is_some_and(Value::is_object) {
+                    m.insert("labels".into(), json!({}));
+                }
+                m["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            }
+            ("certificates.k8s.io", "CertificateSigningRequest") => {
+                obj["spec"]["username"] = json!(user.name);
+                obj["spec"]["uid"] = json!(user.uid);
+                obj["spec"]["groups"] = json!(user.groups);
+            }
+            _ => {}
+        }
+    }
+
+    /// NamespaceLifecycle admission: the namespace exists and is not terminating.
+    fn admit_namespace(&self, t: &Txn, ns: &str, subject: &Subject) -> ApiResult<()> {
+        let nsdef = ResKey::new("", "namespaces");
+        match t.get(&nsdef, "", ns) {
+            None => Err(ApiError::not_found(Subject::new("", "namespaces", ns))),
+            Some(n) if !n["metadata"]["deletionTimestamp"].is_null() || n["status"]["phase"] == "Terminating" => {
+                let mut e = ApiError::forbidden(
+                    subject.clone(),
+                    &format!("unable to create new content in namespace {ns} because it is being terminated"),
+                );
+                if let Some(d) = e.details.as_mut() {
+                    d["causes"] = json!([{"reason": "NamespaceTerminating",
+                                          "message": format!("namespace {ns} is being terminated"),
+                                          "field": "metadata.namespace"}]);
+                }
+                Err(e)
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// ServiceAccount admission: the pod's service account must exist; mount its token.
+    fn admit_pod(&self, t: &Txn, pod: &mut Value, subject: &Subject) -> ApiResult<()> {
+        let ns = str_at(pod, &["metadata", "namespace"]).unwrap_or("").to_string();
+        let sa = str_at(pod, &["spec", "serviceAccountName"])
+            .filter(|s| !s.is_empty())
+            .or_else(|| str_at(pod, &["spec", "serviceAccount"]).filter(|s| !s.is_empty()))
+            .unwrap_or("default")
+            .to_string();
+        let is_mirror = pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string();
+        if !is_mirror && t.get(&ResKey::new("", "serviceaccounts"), &ns, &sa).is_none() {
+            return Err(ApiError::forbidden(
+                subject.clone(),
+                &format!("error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"),
+            ));
+        }
+        if !is_mirror {
+            if !pod["spec"].is_object() {
+                pod["spec"] = json!({});
+            }
+            pod["spec"]["serviceAccountName"] = json!(sa);
+            defaults::admit_pod_service_account(pod, &random_suffix(5));
+        }
+        Ok(())
+    }
+
+    fn allocate_cluster_ip(&self, svc: &mut Value, subject: &Subject) -> ApiResult<()> {
+        let ty = str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP").to_string();
+        if ty == "ExternalName" {
+            return Ok(());
+        }
+        let requested = str_at(svc, &["spec", "clusterIP"]).unwrap_or("").to_string();
+        let mut ips = self.ips.lock().unwrap_or_else(|p| p.into_inner());
+        let ip = match requested.as_str() {
+            "None" => "None".to_string(),
+            "" => ips.allocate().ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?,
+            ip => {
+                ips.reserve(ip).map_err(|why| {
+                    ApiError::invalid(
+                        Subject::new("", "Service", subject.name),
+                        &[FieldCause {
+                            reason: "FieldValueInvalid",
+                            message: format!("Invalid value: \"{ip}\": {why}"),
+                            field: "spec.clusterIPs".into(),
+                        }],
+                    )
+                })?;
+                ip.to_string()
+            }
+        };
+        svc["spec"]["clusterIP"] = json!(ip);
+        svc["spec"]["clusterIPs"] = json!([ip]);
+        if ip == "None" && svc["spec"]["ipFamilyPolicy"].is_null() {
+            svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+        }
+        Ok(())
+    }
+
+    fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+        if def.custom.is_some() {
+            let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
+            return validation::validate_name(&def.kind, name).into_iter().collect();
+        }
+        validation::validate(&def.group, &def.version, &def.kind, obj, old)
+    }
+
+    // ----- updating -----
+
+    /// The update path shared by PUT, PATCH and the subresources: `change` turns the current
+    /// object into the requested one; this applies the strategy (what each subresource may
+    /// change, generation, finalizer rules), validation and optimistic concurrency.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_object(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        user: &User,
+        req: &ApiRequest,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<ApiResponse> {
+        if !def.has_verb("update") && sub.is_none() {
+            return Err(ApiError::method_not_allowed("update"));
+        }
+        let _ = user;
+        let mut t = self.store.lock();
+        let key = def.key();
+        let ns_s = if def.namespaced { ns.unwrap_or("") } else { "" };
+        let current = t
+            .get(&key, ns_s, name)
+            .ok_or_else(|| ApiError::not_found(Subject::new(&def.group, &def.resource, name)))?;
+        let mut next = change(&current)?;
+        if !next.is_object() {
+            return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        }
+        let subject = Subject::new(&def.group, &def.resource, name);
+        // Optimistic concurrency: a resourceVersion in the request must be the current one.
+        if let Some(rv) = str_at(&next, &["metadata", "resourceVersion"]).filter(|s| !s.is_empty()) {
+            if Some(rv) != str_at(&current, &["metadata", "resourceVersion"]) {
+                return Err(ApiError::stale(subject));
+            }
+        }
+        let body_name = str_at(&next, &["metadata", "name"]).unwrap_or("").to_string();
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if def.namespaced {
+            let body_ns = str_at(&next, &["metadata", "namespace"]).unwrap_or("");
+            if !body_ns.is_empty() && body_ns != ns_s {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        next = match sub {
+            // The main resource ignores status; the status subresource changes only status.
+            None => {
+                if def.has_status() {
+                    match current.get("status") {
+                        Some(s) => next["status"] = s.clone(),
+                        None => {
+                            if let Some(m) = next.as_object_mut() {
+                                m.remove("status");
+                            }
+                        }
+                    }
+                }
+                next
+            }
+            Some("status") => {
+                let mut n = (*current).clone();
+                match next.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                n
+            }
+            _ => next,
+        };
+        // System metadata is the server's.
+        {
+            let cm = current["metadata"].as_object().cloned().unwrap_or_default();
+            let m = meta_mut(&mut next);
+            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "generateName"] {
+                match cm.get(k) {
+                    Some(v) => {
+                        m.insert(k.into(), v.clone());
+                    }
+                    None => {
+                        m.remove(k);
+                    }
+                }
+            }
+            m.remove("resourceVersion");
+            m.remove("selfLink");
+        }
+        next["apiVersion"] = json!(def.api_version());
+        next["kind"] = json!(def.kind);
+        if def.custom.is_none() {
+            defaults::apply_defaults(&def.group, &def.version, &def.kind, &mut next);
+        }
+        // No new finalizers while deleting.
+        if !current["metadata"]["deletionTimestamp"].is_null() {
+            let old = finalizers(&current);
+            let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old.contains(f)).collect();
+            if !added.is_empty() {
+                let msg = format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    added.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ")
+                );
+                let cause = FieldCause { reason: "FieldValueForbidden", message: msg, field: "metadata.finalizers".into() };
+                return Err(ApiError::invalid(
+                    Subject::new(&def.group, &def.kind, name),
+                    &[cause.clone(), cause],
+                ));
+            }
+        }
+        let causes = self.validate(def, &next, Some(&current));
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, name), &causes));
+        }
+        if def.kind == "Service" && def.group.is_empty() {
+            // The cluster IP is immutable and kept when a client leaves it out.
+            for f in ["clusterIP", "clusterIPs"] {
+                if next["spec"][f].is_null() && !current["spec"][f].is_null() {
+                    next["spec"][f] = current["spec"][f].clone();
+                }
+            }
+        }
+        if def.tracks_generation() {
+            let changed = if def.has_status() {
+                spec_part(&current) != spec_part(&next)
+            } else {
+                let strip = |v: &Value| {
+                    let mut v = v.clone();
+                    if let Some(m) = v.as_object_mut() {
+                        m.remove("metadata");
+                    }
+                    v
+                };
+                strip(&current) != strip(&next)
+            };
+            if changed {
+                let g = current["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                meta_mut(&mut next).insert("generation".into(), json!(g));
+            }
+        }
+        // A no-op update is not written (no new resourceVersion), as kube-apiserver does.
+        let mut probe = next.clone();
+        meta_mut(&mut probe).insert(
+            "resourceVersion".into(),
+            current["metadata"]["resourceVersion"].clone(),
+        );
+        if probe == *current {
+            return Ok(ApiResponse::json(200, self.present(def, &current)));
+        }
+        if req.param("dryRun").is_some() {
+            return Ok(ApiResponse::json(200, self.present(def, &probe)));
+        }
+        if def.kind == "CustomResourceDefinition" {
+            crate::crd::accept(&mut next)
+                .map_err(|c| ApiError::invalid(Subject::new(&def.group, &def.kind, name), &c))?;
+        }
+        if !next["metadata"]["deletionTimestamp"].is_null() && self.finalized(def, &next) {
+            let gone = self.remove_locked(&mut t, def, ns_s, name);
+            return Ok(ApiResponse::json(200, self.present(def, &gone)));
+        }
+        let stored = t.put(&key, next);
+        drop(t);
+        if def.kind == "CustomResourceDefinition" {
+            crate::crd::register(&self.registry, &stored);
+        }
+        Ok(ApiResponse::json(200, self.present(def, &stored)))
+    }
+
+    /// Nothing holds this object any more: no finalizers (and for a namespace, no spec finalizers).
+    fn finalized(&self, def: &ResourceDef, obj: &Value) -> bool {
+        let spec_fins = def.kind == "Namespace"
+            && obj["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+        finalizers(obj).is_empty() && !spec_fins
+    }
+
+    fn remove_locked(&self, t: &mut Txn, def: &ResourceDef, ns: &str, name: &str) -> Arc<Value> {
+        let gone = t
+            .remove(&def.key(), ns, name)
+            .unwrap_or_else(|| Arc::new(Value::Null));
+        if def.kind == "Service" && def.group.is_empty() {
+            if let Some(ip) = gone["spec"]["clusterIP"].as_str() {
+                self.ips.lock().unwrap_or_else(|p| p.into_inner()).release(ip);
+            }
+        }
+        if def.kind == "CustomResourceDefinition" {
+            let crd_name = name.to_string();
+            for r in self.registry.unregister_crd(&crd_name) {
+                // Custom resources go with their definition.
+                let keys: Vec<(String, String)> =
+                    t.range(&r.key(), None, None).map(|(k, _)| k.clone()).collect();
+                for (ns, n) in keys {
+                    t.remove(&r.key(), &ns, &n);
+                }
+                t.drop_resource(&r.key());
+            }
+        }
+        gone
+    }
+
+    // ----- patching -----
+
+    fn patch(
+        self: &Arc<Self>,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
+        if !def.has_verb("patch") {
+            return Err(ApiError::method_not_allowed("patch"));
+        }
+        let ct = req.content_type.split(';').next().unwrap_or("").trim().to_string();
+        if ct == "application/apply-patch+yaml" {
+            return self.server_side_apply(def, ns, name, sub, req, user);
+        }
+        let current = self.get_object(def, ns, name)?;
+        let patched = self.apply_patch(def, &current, req)?;
+        let (patched, warnings) = self.check_fields(def, self.with_kind(def, patched), req)?;
+        let out = self.update_object(def, ns, name, sub, user, req, |cur| {
+            // The patch was computed on `current`; if it changed meanwhile, recompute on the
+            // new state (kube-apiserver retries a patch on conflict the same way).
+            if cur["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"] {
+                Ok(patched)
+            } else {
+                let again = self.apply_patch(def, cur, req)?;
+                Ok(self.with_kind(def, again))
+            }
+        })?;
+        Ok(with_warnings(out, warnings))
+    }
+
+    fn with_kind(&self, def: &ResourceDef, mut v: Value) -> Value {
+        if v.is_object() {
+            v["apiVersion"] = json!(def.api_version());
+            v["kind"] = json!(def.kind);
+        }
+        v
+    }
+
+    /// Apply the request's patch (by content type) to `current` as served.
+    pub fn apply_patch(&self, def: &ResourceDef, current: &Value, req: &ApiRequest) -> ApiResult<Value> {
+        let ct = req.content_type.split(';').next().unwrap_or("").trim();
+        let served = self.present(def, current);
+        let patch: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        match ct {
+            "application/merge-patch+json" => {
+                let mut doc = served;
+                json_patch::merge(&mut doc, &patch);
+                Ok(doc)
+            }
+            "application/json-patch+json" => {
+                let ops: json_patch::Patch = serde_json::from_value(patch)
+                    .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: {e}")))?;
+                let mut doc = served;
+                json_patch::patch(&mut doc, &ops).map_err(|e| {
+                    let msg = e.to_string();
+                    if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) {
+                        ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {msg}"))
+                    } else {
+                        ApiError::new(422, "Invalid", msg)
+                    }
+                })?;
+                Ok(doc)
+            }
+            "application/strategic-merge-patch+json" => {
+                if def.custom.is_some() || !strategic_merge::merge_keys_known(&def.kind) {
+                    return Err(ApiError::unsupported_media(ct));
+                }
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request("error decoding patch: expected a JSON object"));
+                }
+                strategic_merge::apply(&def.kind, &served, &patch)
+                    .map_err(|e| ApiError::new(422, "Invalid", e.0))
+            }
+            other => Err(ApiError::unsupported_media(other)),
+        }
+    }
+
+    /// Server-side apply: create when absent, else merge the applied configuration.
+    fn server_side_apply(
+        self: &Arc<Self>,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
+        if req.param("fieldManager").unwrap_or("").is_empty() {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        let text = std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let y: serde_yaml::Value = serde_yaml::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        let applied = serde_json::to_value(y).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if !applied.is_object() {
+            return Err(ApiError::bad_request("apply patch must be an object"));
+        }
+        let (applied, warnings) = self.check_fields(def, applied, req)?;
+        let existing = self
+            .store
+            .lock()
+            .get(&def.key(), if def.namespaced { ns.unwrap_or("") } else { "" }, name);
+        match existing {
+            None if sub.is_none() => {
+                let mut obj = applied;
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                let created = self.create_object(def, ns, obj, user, req.param("dryRun").is_some())?;
+                Ok(with_warnings(ApiResponse::json(201, self.present(def, &created)), warnings))
+            }
+            None => Err(ApiError::not_found(Subject::new(&def.group, &def.resource, name))),
+            Some(_) => {
+                let out = self.update_object(def, ns, name, sub, user, req, |cur| {
+                    let mut applied = applied.clone();
+                    if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("resourceVersion");
+                    }
+                    let served = self.present(def, cur);
+                    if def.custom.is_none() && strategic_merge::merge_keys_known(&def.kind) {
+                        strategic_merge::apply(&def.kind, &served, &applied)
+                            .map_err(|e| ApiError::new(422, "Invalid", e.0))
+                    } else {
+                        let mut doc = served;
+                        json_patch::merge(&mut doc, &applied);
+                        Ok(doc)
+                    }
+                })?;
+                Ok(with_warnings(out, warnings))
+            }
+        }
+    }
+
+    // ----- deleting -----
+
+    fn delete_options(&self, req: &ApiRequest) -> ApiResult<Value> {
+        let mut opts = if req.body.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_slice::<Value>(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        };
+        if !opts.is_object() {
+            return Err(ApiError::bad_request("DeleteOptions must be an object"));
+        }
+        if let Some(g) = req.param("gracePeriodSeconds") {
+            opts["gracePeriodSeconds"] = json!(g.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
+        }
+        if let Some(p) = req.param("propagationPolicy") {
+            opts["propagationPolicy"] = json!(p);
+        }
+        if let Some(o) = req.param("orphanDependents") {
+            opts["orphanDependents"] = json!(o == "true");
+        }
+        if let Some(p) = opts["propagationPolicy"].as_str() {
+            if !matches!(p, "Orphan" | "Foreground" | "Background") {
+                return Err(ApiError::new(422, "Invalid", format!(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                )));
+            }
+        }
+        Ok(opts)
+    }
+
+    fn delete(&self, def: &Arc<ResourceDef>, ns: Option<&str>, name: &str, req: &ApiRequest) -> ApiResult<ApiResponse> {
+        if !def.has_verb("delete") {
+            return Err(ApiError::method_not_allowed("delete"));
+        }
+        let opts = self.delete_options(req)?;
+        let dry = req.param("dryRun").is_some();
+        let mut t = self.store.lock();
+        let ns_s = if def.namespaced { ns.unwrap_or("") } else { "" };
+        let current = t
+            .get(&def.key(), ns_s, name)
+            .ok_or_else(|| ApiError::not_found(Subject::new(&def.group, &def.resource, name)))?;
+        let (code, body) = self.delete_locked(&mut t, def, &current, &opts, dry)?;
+        Ok(ApiResponse::json(code, body))
+    }
+
+    /// Graceful deletion, propagation finalizers and removal, as the generic registry does.
+    fn delete_locked(
+        &self,
+        t: &mut Txn,
+        def: &ResourceDef,
+        current: &Value,
+        opts: &Value,
+        dry: bool,
+    ) -> ApiResult<(u16, Value)> {
+        let (ns, name) = obj_key(current);
+        if def.kind == "Namespace" && def.group.is_empty() && matches!(name.as_str(), "default" | "kube-system" | "kube-public") {
+            return Err(ApiError::forbidden(
+                Subject::new("", "namespaces", &name),
+                "this namespace may not be deleted",
+            ));
+        }
+        let pre = &opts["preconditions"];
+        if let Some(uid) = pre["uid"].as_str() {
+            let actual = current["metadata"]["uid"].as_str().unwrap_or("");
+            if uid != actual {
+                return Err(ApiError::conflict(
+                    Subject::new(&def.group, &def.kind, &name),
+                    &format!("the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"),
+                ));
+            }
+        }
+        if let Some(rv) = pre["resourceVersion"].as_str() {
+            let actual = current["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            if rv != actual {
+                return Err(ApiError::conflict(
+                    Subject::new(&def.group, &def.kind, &name),
+                    &format!("the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"),
+                ));
+            }
+        }
+        let mut next = current.clone();
+        let already_deleting = !current["metadata"]["deletionTimestamp"].is_null();
+        // Graceful deletion (pods): the kubelet finishes it.
+        let mut grace: i64 = 0;
+        if def.kind == "Pod" && def.group.is_empty() {
+            grace = opts["gracePeriodSeconds"]
+                .as_i64()
+                .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
+                .unwrap_or(30)
+                .max(0);
+            let unbound = str_at(current, &["spec", "nodeName"]).unwrap_or("").is_empty();
+            let finished = matches!(str_at(current, &["status", "phase"]), Some("Succeeded" | "Failed"));
+            if unbound || finished {
+                grace = 0;
+            }
+            if already_deleting {
+                let existing = current["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+                if grace >= existing && grace > 0 {
+                    return Ok((200, self.present(def, current)));
+                }
+            }
+        }
+        // Propagation: Orphan and Foreground hold the object with a finalizer for the garbage collector.
+        let policy = match opts["propagationPolicy"].as_str() {
+            Some(p) => p.to_string(),
+            None if opts["orphanDependents"] == json!(true) => "Orphan".into(),
+            None if opts["orphanDependents"] == json!(false) => "Background".into(),
+            None => String::new(),
+        };
+        let mut fins = finalizers(current);
+        let before = fins.clone();
+        match policy.as_str() {
+            "Orphan" => {
+                fins.retain(|f| f != "foregroundDeletion");
+                if !fins.iter().any(|f| f == "orphan") {
+                    fins.push("orphan".into());
+                }
+            }
+            "Foreground" => {
+                fins.retain(|f| f != "orphan");
+                if !fins.iter().any(|f| f == "foregroundDeletion") {
+                    fins.push("foregroundDeletion".into());
+                }
+            }
+            "Background" => fins.retain(|f| f != "orphan" && f != "foregroundDeletion"),
+            _ => {}
+        }
+        let spec_fins = def.kind == "Namespace" && next["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+        if fins.is_empty() && !spec_fins && grace == 0 {
+            if dry {
+                return Ok((200, self.present(def, current)));
+            }
+            let gone = self.remove_locked(t, def, &ns, &name);
+            let returns_object = def.group.is_empty() && matches!(def.kind.as_str(), "Pod" | "Service" | "Namespace")
+                || def.custom.is_some();
+            if returns_object {
+                let mut shown = self.present(def, &gone);
+                let m = meta_mut(&mut shown);
+                if m.get("deletionTimestamp").is_none_or(Value::is_null) {
+                    m.insert("deletionTimestamp".into(), json!(timestamp(now())));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                return Ok((200, shown));
+            }
+            let mut details = json!({"name": name, "kind": def.resource, "uid": current["metadata"]["uid"]});
+            if !def.group.is_empty() {
+                details["group"] = json!(def.group);
+            }
+            return Ok((200, success(None, Some(details))));
+        }
+        // The object stays, marked for deletion.
+        set_finalizers(&mut next, fins.clone());
+        let m = meta_mut(&mut next);
+        if !already_deleting {
+            let at = now() + chrono::Duration::seconds(grace);
+            m.insert("deletionTimestamp".into(), json!(timestamp(at)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            if let Some(g) = m.get("generation").and_then(Value::as_i64) {
+                if g > 0 {
+                    m.insert("generation".into(), json!(g + 1));
+                }
+            }
+        } else if grace > 0 {
+            let at = now() + chrono::Duration::seconds(grace);
+            m.insert("deletionTimestamp".into(), json!(timestamp(at)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        if def.kind == "Namespace" && def.group.is_empty() {
+            if !next["status"].is_object() {
+                next["status"] = json!({});
+            }
+            next["status"]["phase"] = json!("Terminating");
+        }
+        if already_deleting && fins == before && next == *current {
+            return Ok((200, self.present(def, current)));
+        }
+        if dry {
+            return Ok((200, self.present(def, &next)));
+        }
+        let stored = t.put(&def.key(), next);
+        let code = if def.group.is_empty() && def.kind == "Pod" { 200 } else { 200 };
+        Ok((code, self.present(def, &stored)))
+    }
+
+    fn delete_collection(&self, def: &Arc<ResourceDef>, ns: Option<&str>, req: &ApiRequest) -> ApiResult<ApiResponse> {
+        if !def.has_verb("deletecollection") {
+            return Err(ApiError::method_not_allowed("deletecollection"));
+        }
+        let opts = self.list_options(def, req)?;
+        let del = self.delete_options(req)?;
+        let dry = req.param("dryRun").is_some();
+        let mut t = self.store.lock();
+        let targets: Vec<Arc<Value>> = t
+            .range(&def.key(), ns, None)
+            .filter(|(_, o)| self.selected(def, &opts, o))
+            .map(|(_, o)| o.clone())
+            .collect();
+        let mut items = Vec::new();
+        for obj in targets {
+            // Deletion of each is independent, as upstream's DeleteCollection does it.
+            if self.delete_locked(&mut t, def, &obj, &del, dry).is_ok() {
+                items.push(list_item(&obj));
+            }
+        }
+        let rv = t.rv().to_string();
+        Ok(ApiResponse::json(
+            200,
+            json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(),
+                   "metadata": {"resourceVersion": rv}, "items": items}),
+        ))
+    }
+
+    // ----- subresources -----
+
+    fn scale(&self, def: &Arc<ResourceDef>, ns: Option<&str>, name: &str, req: &ApiRequest, user: &User) -> ApiResult<ApiResponse> {
+        let paths = scale_paths(def);
+        let current = self.get_object(def, ns, name)?;
+        let scale_of = |obj: &Value| -> Value {
+            let mut md = json!({});
+            for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+                if let Some(v) = obj["metadata"].get(k) {
+                    md[k] = v.clone();
+                }
+            }
+            let mut status = json!({"replicas": pointer(obj, &paths.1).cloned().unwrap_or(json!(0))});
+            if let Some(sel) = paths.2.as_ref().and_then(|p| pointer(obj, p)) {
+                status["selector"] = match sel {
+                    Value::String(s) => json!(s),
+                    other => json!(selector_string(other)),
+                };
+            }
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": md,
+                   "spec": {"replicas": pointer(obj, &paths.0).cloned().unwrap_or(json!(0))},
+                   "status": status})
+        };
+        match req.method {
+            Method::GET => Ok(ApiResponse::json(200, scale_of(&current))),
+            Method::PUT | Method::PATCH => {
+                let desired = if req.method == Method::PUT {
+                    self.decode_json(req)?
+                } else {
+                    let scale = scale_of(&current);
+                    let ct = req.content_type.split(';').next().unwrap_or("").trim();
+                    let patch: Value = serde_json::from_slice(&req.body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+                    match ct {
+                        "application/json-patch+json" => {
+                            let ops: json_patch::Patch = serde_json::from_value(patch)
+                                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                            let mut doc = scale;
+                            json_patch::patch(&mut doc, &ops).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                            doc
+                        }
+                        _ => {
+                            let mut doc = scale;
+                            json_patch::merge(&mut doc, &patch);
+                            doc
+                        }
+                    }
+                };
+                let replicas = desired["spec"]["replicas"].as_i64().ok_or_else(|| {
+                    ApiError::bad_request("Scale spec.replicas must be an integer")
+                })?;
+                if replicas < 0 {
+                    return Err(ApiError::invalid(
+                        Subject::new("autoscaling", "Scale", name),
+                        &[FieldCause { reason: "FieldValueInvalid", message: format!("Invalid value: {replicas}: must be greater than or equal to 0"), field: "spec.replicas".into() }],
+                    ));
+                }
+                let rv = desired["metadata"]["resourceVersion"].clone();
+                let spec_path = paths.0.clone();
+                let resp = self.update_object(def, ns, name, Some("scale"), user, req, move |cur| {
+                    let mut next = cur.clone();
+                    if rv.is_string() {
+                        next["metadata"]["resourceVersion"] = rv;
+                    }
+                    set_pointer(&mut next, &spec_path, json!(replicas));
+                    Ok(next)
+                })?;
+                let obj = match &resp.body {
+                    crate::request::Body::Json(v) => v.clone(),
+                    _ => Value::Null,
+                };
+                Ok(ApiResponse::json(200, scale_of(&obj)))
+            }
+            _ => Err(ApiError::method_not_allowed(req.method.as_str())),
+        }
+    }
+
+    fn bind(&self, _def: &ResourceDef, ns: &str, name: Option<&str>, binding: Value) -> ApiResult<ApiResponse> {
+        let pod_name = name
+            .map(String::from)
+            .or_else(|| str_at(&binding, &["metadata", "name"]).map(String::from))
+            .unwrap_or_default();
+        let node = str_at(&binding, &["target", "name"]).unwrap_or("").to_string();
+        let subject = Subject::new("", "pods/binding", &pod_name);
+        if node.is_empty() {
+            return Err(ApiError::invalid(
+                Subject::new("", "Binding", &pod_name),
+                &[FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "target.name".into() }],
+            ));
+        }
+        let pods = ResKey::new("", "pods");
+        let mut t = self.store.lock();
+        let pod = t
+            .get(&pods, ns, &pod_name)
+            .ok_or_else(|| ApiError::not_found(Subject::new("", "pods", &pod_name)))?;
+        if !pod["metadata"]["deletionTimestamp"].is_null() {
+            return Err(ApiError::conflict(subject, &format!("pod {pod_name} is being deleted, cannot be assigned to a host")));
+        }
+        if let Some(existing) = str_at(&pod, &["spec", "nodeName"]).filter(|s| !s.is_empty()) {
+            return Err(ApiError::conflict(
+                subject,
+                &format!("pod {pod_name} is already assigned to node \"{existing}\""),
+            ));
+        }
+        let mut next = (*pod).clone();
+        next["spec"]["nodeName"] = json!(node);
+        if let Some(ann) = binding["metadata"]["annotations"].as_object() {
+            let m = meta_mut(&mut next);
+            if !m.get("annotations").is_some_and(Value::is_object) {
+                m.insert("annotations".into(), json!({}));
+            }
+            for (k, v) in ann {
+                m["annotations"][k] = v.clone();
+            }
+        }
+        if !next["status"].is_object() {
+            next["status"] = json!({});
+        }
+        let mut conds: Vec<Value> = next["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conds.retain(|c| c["type"] != "PodScheduled");
+        conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                          "lastTransitionTime": timestamp(now())}));
+        next["status"]["conditions"] = json!(conds);
+        t.put(&pods, next);
+        Ok(ApiResponse::json(201, success(Some(201), None)))
+    }
+
+    fn evict(&self, ns: &str, name: &str, eviction: Value) -> ApiResult<ApiResponse> {
+        let pods = ResKey::new("", "pods");
+        let pdbs = ResKey::new("policy", "poddisruptionbudgets");
+        let mut t = self.store.lock();
+        let pod = t
+            .get(&pods, ns, name)
+            .ok_or_else(|| ApiError::not_found(Subject::new("", "pods", name)))?;
+        let labels = labels_of(&pod);
+        let matching: Vec<Arc<Value>> = t
+            .range(&pdbs, Some(ns), None)
+            .filter(|(_, p)| {
+                LabelSelector::from_label_selector_json(&p["spec"]["selector"])
+                    .map(|s| !s.is_empty() && s.matches(&labels))
+                    .unwrap_or(false)
+            })
+            .map(|(_, p)| p.clone())
+            .collect();
+        let terminal = matches!(str_at(&pod, &["status", "phase"]), Some("Succeeded" | "Failed"));
+        let pending = str_at(&pod, &["status", "phase"]) == Some("Pending");
+        if matching.len() > 1 {
+            return Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."));
+        }
+        if let (Some(pdb), false, false) = (matching.first(), terminal, pending) {
+            let pdb_name = str_at(pdb, &["metadata", "name"]).unwrap_or("").to_string();
+            let gen = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
+            let observed = pdb["status"]["observedGeneration"].as_i64().unwrap_or(0);
+            if observed < gen {
+                return Err(ApiError::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+                    .with_details(json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} is still being processed by the server.")}]})));
+            }
+            let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+            if allowed <= 0 {
+                let healthy = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);
+                let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
+                let mut e = ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+                e.details = Some(json!({"causes": [{"reason": "DisruptionBudget",
+                    "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently")}]}));
+                return Err(e);
+            }
+            let mut next = (**pdb).clone();
+            next["status"]["disruptionsAllowed"] = json!(allowed - 1);
+            if !next["status"]["disruptedPods"].is_object() {
+                next["status"]["disruptedPods"] = json!({});
+            }
+            next["status"]["disruptedPods"][name] = json!(timestamp(now()));
+            t.put(&pdbs, next);
+        }
+        let opts = if eviction["deleteOptions"].is_object() { eviction["deleteOptions"].clone() } else { json!({}) };
+        let def = self.def("", "v1", "pods");
+        self.delete_locked(&mut t, &def, &pod, &opts, false)?;
+        Ok(ApiResponse::json(201, success(Some(201), None)))
+    }
+
+    fn token_request(&self, ns: &str, sa: &str, body: Value) -> ApiResult<ApiResponse> {
+        let sa_obj = self.get_object(&self.def("", "v1", "serviceaccounts"), Some(ns), sa)?;
+        let ttl = body["spec"]["expirationSeconds"].as_i64().unwrap_or(3600).max(600);
+        let token = format!("kube-sim.{}", random_suffix(40));
+        self.register_token(
+            &token,
+            User {
+                name: format!("system:serviceaccount:{ns}:{sa}"),
+                uid: sa_obj["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                groups: vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}"), "system:authenticated".into()],
+            },
+        );
+        let mut out = json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": sa, "namespace": ns, "creationTimestamp": null},
+            "spec": {"audiences": body["spec"]["audiences"].as_array().cloned().unwrap_or_else(|| vec![json!("https://kubernetes.default.svc.cluster.local")]),
+                     "expirationSeconds": ttl, "boundObjectRef": body["spec"]["boundObjectRef"].clone()},
+            "status": {"token": token, "expirationTimestamp": timestamp(now() + chrono::Duration::seconds(ttl))}});
+        if out["spec"]["boundObjectRef"].is_null() {
+            out["spec"].as_object_mut().map(|m| m.remove("boundObjectRef"));
+        }
+        Ok(ApiResponse::json(201, out))
+    }
+
+    /// Create-only review kinds: authentication and authorization answers.
+    fn review(&self, def: &ResourceDef, body: Value, user: &User) -> ApiResult<ApiResponse> {
+        let mut out = body;
+        out["apiVersion"] = json!(def.api_version());
+        out["kind"] = json!(def.kind);
+        if !out["metadata"].is_object() {
+            out["metadata"] = json!({});
+        }
+        out["metadata"]["creationTimestamp"] = Value::Null;
+        match def.kind.as_str() {
+            "TokenReview" => {
+                let token = str_at(&out, &["spec", "token"]).unwrap_or("").to_string();
+                out["status"] = match self.user_for_token(&token) {
+                    Some(u) => json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": u.groups},
+                                      "audiences": out["spec"]["audiences"].clone()}),
+                    None => json!({"user": {}, "error": "invalid bearer token"}),
+                };
+            }
+            "SelfSubjectReview" => {
+                out["status"] = json!({"userInfo": {"username": user.name, "uid": user.uid, "groups": user.groups}});
+            }
+            "SelfSubjectRulesReview" => {
+                out["status"] = json!({"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                                       "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": false});
+            }
+            _ => {
+                // kube-sim has no RBAC: every request of an authenticated user is allowed.
+                out["status"] = json!({"allowed": true, "reason": "kube-sim authorizes every authenticated request"});
+            }
+        }
+        Ok(ApiResponse::json(201, out))
+    }
+}
+
+fn body_ns_or(ns: Option<&str>, def: &ResourceDef) -> String {
+    if def.namespaced {
+        ns.unwrap_or("").to_string()
+    } else {
+        String::new()
+    }
+}
+
+fn with_warnings(mut r: ApiResponse, warnings: Vec<String>) -> ApiResponse {
+    for w in warnings {
+        r.headers.push(("Warning".into(), format!("299 - \"{}\"", w.replace('"', "\\\""))));
+    }
+    r
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// A list item: the object without kind/apiVersion, as kube-apiserver's list encoding has it.
+pub fn list_item(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("kind");
+        m.remove("apiVersion");
+    }
+    o
+}
+
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"].clone()})
+}
+
+pub fn encode_continue(rv: u64, start: &str) -> String {
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+pub fn decode_continue(tok: &str) -> Option<(u64, String)> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tok.trim_end_matches('='))
+        .ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    if v["v"] != "meta.k8s.io/v1" {
+        return None;
+    }
+    let rv = v["rv"].as_u64()?;
+    let start = v["start"].as_str()?.trim_end_matches('\u{0}').to_string();
+    Some((rv, start))
+}
+
+/// (spec replicas, status replicas, label selector) JSON paths of a scalable resource.
+fn scale_paths(def: &ResourceDef) -> (String, String, Option<String>) {
+    if let Some(s) = def.custom.as_ref().and_then(|c| c.scale.clone()) {
+        return (s.spec_replicas, s.status_replicas, s.label_selector);
+    }
+    let sel = if def.kind == "ReplicationController" { ".spec.selector" } else { ".spec.selector" };
+    (".spec.replicas".into(), ".status.replicas".into(), Some(sel.into()))
+}
+
+fn pointer<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    for p in dotted.trim_start_matches('.').split('.') {
+        cur = cur.get(p)?;
+    }
+    Some(cur)
+}
+
+fn set_pointer(v: &mut Value, dotted: &str, val: Value) {
+    let parts: Vec<&str> = dotted.trim_start_matches('.').split('.').collect();
+    let mut cur = v;
+    for p in &parts[..parts.len() - 1] {
+        if !cur.get(*p).is_some_and(Value::is_object) {
+            cur[*p] = json!({});
+        }
+        cur = &mut cur[*p];
+    }
+    cur[parts[parts.len() - 1]] = val;
+}
+
+/// A selector (LabelSelector JSON or a plain map, as ReplicationController has) as a string.
+fn selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    let labels = sel.get("matchLabels").unwrap_or(sel);
+    if let Some(m) = labels.as_object() {
+        for (k, v) in m {
+            if let Some(v) = v.as_str() {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+    }
+    if let Some(exprs) = sel["matchExpressions"].as_array() {
+        for e in exprs {
+            let key = e["key"].as_str().unwrap_or("");
+            let vals: Vec<&str> = e["values"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            match e["operator"].as_str().unwrap_or("") {
+                "In" => parts.push(format!("{key} in ({})", vals.join(","))),
+                "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
+                "Exists" => parts.push(key.to_string()),
+                "DoesNotExist" => parts.push(format!("!{key}")),
+                _ => {}
+            }
+        }
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_in_upstream_format() {
+        let t = encode_continue(224, "page1");
+        assert_eq!(t, "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjI0LCJzdGFydCI6InBhZ2UxXHUwMDAwIn0");
+        assert_eq!(decode_continue(&t), Some((224, "page1".to_string())));
+        assert_eq!(decode_continue("garbage"), None);
+    }
+
+    #[test]
+    fn cluster_ips_come_from_the_range_and_are_not_reused() {
+        let mut a = IpAllocator::new("10.96.0.0/12");
+        assert_eq!(a.allocate().as_deref(), Some("10.96.0.1"));
+        assert!(a.reserve("10.96.0.1").is_err());
+        assert!(a.reserve("10.96.0.10").is_ok());
+        assert!(a.reserve("192.168.0.1").is_err());
+        a.release("10.96.0.10");
+        assert!(a.reserve("10.96.0.10").is_ok());
+    }
+
+    #[test]
+    fn selectors_print_like_upstream() {
+        assert_eq!(selector_string(&json!({"matchLabels": {"app": "web"}})), "app=web");
+        assert_eq!(selector_string(&json!({"app": "web"})), "app=web");
+    }
+}

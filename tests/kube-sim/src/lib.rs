@@ -1,0 +1,171 @@
+//! kube-sim: rkcm's development cluster. An in-memory Kubernetes API server that speaks
+//! the real protocol (HTTPS with client certificates, discovery, OpenAPI v3, list/watch
+//! with resourceVersions, patches, deletion propagation, subresources, CRDs), so every test,
+//! benchmark and demo of rkcm runs against something kubectl and kube-rs accept as a cluster.
+//!
+//! In tests: `let sim = KubeSim::start(Config::default()).await?; let client = sim.client().await?;`
+
+pub mod api;
+pub mod certs;
+pub mod crd;
+pub mod defaults;
+pub mod discovery;
+pub mod faults;
+pub mod metrics;
+pub mod request;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod strategic_merge;
+pub mod table;
+pub mod typed;
+pub mod validation;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use api::Sim;
+pub use faults::Failure;
+
+/// How to run a development cluster.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// How many writes the watch history keeps (older resourceVersions get 410 Gone).
+    pub history: usize,
+    /// Serve plain HTTP with a bearer token instead of HTTPS (debugging only).
+    pub plain_http: bool,
+    /// `--service-cluster-ip-range`.
+    pub service_cluster_ip_range: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history: 10_000,
+            plain_http: false,
+            service_cluster_ip_range: "10.96.0.0/12".into(),
+        }
+    }
+}
+
+/// A running development cluster. Dropping it stops the server.
+pub struct KubeSim {
+    pub addr: SocketAddr,
+    pub sim: Arc<Sim>,
+    kubeconfig: String,
+    pki: Option<certs::ClusterPki>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl KubeSim {
+    pub async fn start(config: Config) -> anyhow::Result<KubeSim> {
+        // Both ring (ours) and any other provider a dependency enables may be compiled in:
+        // name ring as the process default so every rustls user agrees.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
+        sim.bootstrap();
+        let state = Arc::new(server::ServerState { sim: sim.clone(), addr, tls: !config.plain_http });
+        let (kubeconfig, pki, tls) = if config.plain_http {
+            let token = format!("kube-sim-admin.{}", api::random_suffix(32));
+            sim.register_token(
+                &token,
+                request::User {
+                    name: "kubernetes-admin".into(),
+                    uid: String::new(),
+                    groups: vec!["system:masters".into(), "system:authenticated".into()],
+                },
+            );
+            let kc = certs::kubeconfig(&format!("http://{addr}"), None, None, Some(&token));
+            (kc, None, None)
+        } else {
+            let pki = certs::ClusterPki::generate(addr)?;
+            let tls = server::tls_config(&pki.serving_cert_pem, &pki.serving_key_pem, &pki.ca_pem)?;
+            let kc = certs::kubeconfig(
+                &format!("https://{addr}"),
+                Some(&pki.ca_pem),
+                Some((&pki.admin_cert_pem, &pki.admin_key_pem)),
+                None,
+            );
+            (kc, Some(pki), Some(tls))
+        };
+        let task = tokio::spawn(server::serve(listener, state, tls));
+        Ok(KubeSim { addr, sim, kubeconfig, pki, task })
+    }
+
+    /// `https://ADDR` (or `http://` with plain HTTP).
+    pub fn url(&self) -> String {
+        let scheme = if self.pki.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The admin kubeconfig (YAML).
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        write_private(path, self.kubeconfig.as_bytes())
+    }
+
+    /// The cluster CA (certificate PEM, key PEM), when serving HTTPS.
+    pub fn ca(&self) -> Option<(&str, &str)> {
+        self.pki.as_ref().map(|p| (p.ca_pem.as_str(), p.ca_key_pem()))
+    }
+
+    /// A kubeconfig for another user, with a client certificate signed by the cluster CA.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> anyhow::Result<String> {
+        let pki = self.pki.as_ref().ok_or_else(|| anyhow::anyhow!("plain-http clusters have no CA"))?;
+        let (c, k) = pki.client_cert(user, groups)?;
+        Ok(certs::kubeconfig(&self.url(), Some(&pki.ca_pem), Some((&c, &k)), None))
+    }
+
+    /// A kube-rs client authenticated as the admin.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        client_from_kubeconfig(&self.kubeconfig).await
+    }
+
+    pub fn faults(&self) -> &faults::Faults {
+        &self.sim.faults
+    }
+
+    /// Forget the watch history: any older resourceVersion now gets 410 Gone.
+    pub fn compact(&self) {
+        self.sim.store.compact();
+    }
+}
+
+impl Drop for KubeSim {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn client_from_kubeconfig(yaml: &str) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(yaml)?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+/// Write a file readable by its owner only (it holds credentials).
+pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    let mut f = opts.open(path)?;
+    f.write_all(data)
+}

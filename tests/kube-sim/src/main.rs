@@ -1,0 +1,49 @@
+//! `kube-sim`: run the development cluster as a process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(name = "kube-sim", version, about = "rkcm's development cluster: an in-memory Kubernetes API server")]
+struct Args {
+    /// Address to serve on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write the admin kubeconfig.
+    #[arg(long = "kubeconfig-out")]
+    kubeconfig_out: PathBuf,
+    /// Writes kept for watches; an older resourceVersion gets 410 Gone.
+    #[arg(long, default_value_t = 10_000)]
+    history: usize,
+    /// Serve plain HTTP with a bearer token instead of HTTPS (debugging only).
+    #[arg(long = "plain-http")]
+    plain_http: bool,
+    /// CIDR that Service cluster IPs are allocated from.
+    #[arg(long = "service-cluster-ip-range", default_value = "10.96.0.0/12")]
+    service_cluster_ip_range: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KUBE_SIM_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let sim = kube_sim::KubeSim::start(kube_sim::Config {
+        listen: args.listen,
+        history: args.history,
+        plain_http: args.plain_http,
+        service_cluster_ip_range: args.service_cluster_ip_range,
+    })
+    .await?;
+    sim.write_kubeconfig(&args.kubeconfig_out)
+        .map_err(|e| anyhow::anyhow!("cannot write kubeconfig {}: {e}", args.kubeconfig_out.display()))?;
+    println!("kube-sim ready on {}", sim.url());
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! The HTTP side: TLS (with optional client certificates, verified against the cluster CA),
+//! HTTP/1.1 and HTTP/2 (kubectl negotiates h2 by ALPN), authentication, the non-resource
+//! paths (health, version, discovery, OpenAPI, metrics, fault injection) and the handoff of
+//! resource paths to `Sim`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::api::Sim;
+use crate::discovery;
+use crate::faults::Failure;
+use crate::request::{parse_query, parse_resource_path, ApiRequest, ApiResponse, Body, User};
+use crate::status::ApiError;
+
+type RespBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The largest request body accepted (kube-apiserver's limit is 3 MiB for most requests).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub struct ServerState {
+    pub sim: Arc<Sim>,
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+pub fn tls_config(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: &str,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+    let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())?
+        .ok_or_else(|| anyhow::anyhow!("no private key in the serving key PEM"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut client_ca_pem.as_bytes()) {
+        roots.add(c?)?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Accept connections until the listener fails or the task is aborted.
+pub async fn serve(listener: TcpListener, state: Arc<ServerState>, tls: Option<Arc<rustls::ServerConfig>>) {
+    let acceptor = tls.map(TlsAcceptor::from);
+    loop {
+        let (sock, _peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        let state = state.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            match acceptor {
+                Some(acc) => {
+                    let Ok(stream) = acc.accept(sock).await else { return };
+                    let user = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| user_from_cert(c.as_ref()));
+                    serve_conn(TokioIo::new(stream), state, user).await;
+                }
+                None => serve_conn(TokioIo::new(sock), state, None).await,
+            }
+        });
+    }
+}
+
+async fn serve_conn<I>(io: I, state: Arc<ServerState>, cert_user: Option<User>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let state = state.clone();
+        let cert_user = cert_user.clone();
+        async move { Ok::<_, Infallible>(handle(state, req, cert_user).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let _ = builder.serve_connection(io, svc).await;
+}
+
+/// The user a verified client certificate names: CN is the user, each O a group.
+fn user_from_cert(der: &[u8]) -> Option<User> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(String::from))
+        .collect();
+    groups.push("system:authenticated".into());
+    Some(User { name, uid: String::new(), groups })
+}
+
+async fn handle(state: Arc<ServerState>, req: Request<Incoming>, cert_user: Option<User>) -> Response<RespBody> {
+    state.sim.faults.wait_if_paused().await;
+    let (parts, body) = req.into_parts();
+    let header = |n: &str| {
+        parts
+            .headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let bearer = header("authorization")
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string());
+    let user = match bearer {
+        Some(t) => state.sim.user_for_token(&t),
+        None => cert_user,
+    };
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return to_http(error_response(ApiError::new(413, "RequestEntityTooLarge", "the request body is too large")));
+        }
+    };
+    let req = ApiRequest {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_string(),
+        query: parse_query(parts.uri.query()),
+        accept: header("accept"),
+        content_type: header("content-type"),
+        user_agent: header("user-agent"),
+        body,
+        user,
+    };
+    let resource = parse_resource_path(&req.path);
+    let resp = route(&state, &req, resource.clone());
+    if let Some(p) = &resource {
+        let verb = verb_of(&req, p.name.is_some());
+        let scope = if p.namespace.is_some() {
+            "namespace"
+        } else if p.name.is_some() {
+            "resource"
+        } else {
+            "cluster"
+        };
+        state.sim.metrics.request(
+            verb,
+            &p.group,
+            &p.version,
+            &p.resource,
+            p.subresource.as_deref().unwrap_or(""),
+            scope,
+            resp.code,
+        );
+    }
+    tracing::debug!(method = %req.method, path = %req.path, code = resp.code, "request");
+    to_http(resp)
+}
+
+fn verb_of(req: &ApiRequest, named: bool) -> &'static str {
+    match (&req.method, named) {
+        (&Method::GET, _) if req.flag("watch") => "WATCH",
+        (&Method::GET, true) => "GET",
+        (&Method::GET, false) => "LIST",
+        (&Method::POST, _) => "POST",
+        (&Method::PUT, _) => "PUT",
+        (&Method::PATCH, _) => "PATCH",
+        (&Method::DELETE, true) => "DELETE",
+        (&Method::DELETE, false) => "DELETECOLLECTION",
+        _ => "OTHER",
+    }
+}
+
+fn error_response(e: ApiError) -> ApiResponse {
+    let mut r = ApiResponse::json(e.code, e.to_status());
+    if let Some(s) = e.retry_after {
+        r.headers.push(("Retry-After".into(), s.to_string()));
+    }
+    r
+}
+
+fn route(state: &Arc<ServerState>, req: &ApiRequest, resource: Option<crate::request::ResourcePath>) -> ApiResponse {
+    let sim = &state.sim;
+    let path = req.path.trim_end_matches('/');
+    // Health and version are public, as kube-apiserver's system:public-info-viewer allows.
+    match path {
+        "/healthz" | "/livez" | "/readyz" | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
+            return ApiResponse::text(200, "ok");
+        }
+        "/version" => {
+            return ApiResponse::json(200, json!({
+                "major": "1", "minor": "29", "gitVersion": "v1.29.6-kube-sim", "gitCommit": env!("CARGO_PKG_VERSION"),
+                "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z", "goVersion": "kube-sim",
+                "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)}));
+        }
+        _ => {}
+    }
+    let Some(user) = req.user.as_ref() else {
+        return error_response(ApiError::unauthorized());
+    };
+    if path.starts_with("/kube-sim/faults") {
+        if !user.is_admin() {
+            return error_response(ApiError::forbidden(
+                crate::status::Subject::default(),
+                &format!("User \"{}\" cannot use fault injection", user.name),
+            ));
+        }
+        return faults(sim, req, path);
+    }
+    if path == "/metrics" {
+        return ApiResponse {
+            code: 200,
+            body: Body::Raw(Bytes::from(sim.metrics.render()), "text/plain; version=0.0.4; charset=utf-8"),
+            content_type: None,
+            headers: Vec::new(),
+        };
+    }
+    if let Some(failure) = sim.faults.take_failure() {
+        return error_response(match failure {
+            Failure::TooManyRequests => ApiError::too_many_requests("kube-sim: injected fault: too many requests, please try again later", 1),
+            Failure::Internal => ApiError::internal("kube-sim: injected fault: internal error"),
+        });
+    }
+    if req.method == Method::GET {
+        if let Some(r) = discovery_route(state, req, path) {
+            return r;
+        }
+    }
+    match resource {
+        Some(p) => match sim.handle_resource(req, p) {
+            Ok(r) => r,
+            Err(e) => error_response(e),
+        },
+        None => error_response(ApiError::no_route()),
+    }
+}
+
+fn discovery_route(state: &ServerState, req: &ApiRequest, path: &str) -> Option<ApiResponse> {
+    let reg = &state.sim.registry;
+    let aggregated = discovery::aggregated_version(&req.accept);
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let json = |v: Value| Some(ApiResponse::json(200, v));
+    let agg = |legacy: bool| {
+        let v = aggregated?;
+        let mut r = ApiResponse::json(200, discovery::aggregated(reg, legacy, v));
+        let short = v.rsplit('/').next().unwrap_or("v2beta1");
+        r.content_type = Some(format!("application/json;g=apidiscovery.k8s.io;v={short};as=APIGroupDiscoveryList"));
+        Some(r)
+    };
+    match segs.as_slice() {
+        ["api"] => agg(true).or_else(|| json(discovery::api_versions(&state.addr.to_string()))),
+        ["apis"] => agg(false).or_else(|| json(discovery::api_group_list(reg))),
+        ["api", v] => Some(match discovery::api_resource_list(reg, "", v) {
+            Some(d) => ApiResponse::json(200, d),
+            None => error_response(ApiError::no_route()),
+        }),
+        ["apis", g] => Some(match discovery::api_group(reg, g) {
+            Some(d) => ApiResponse::json(200, d),
+            None => error_response(ApiError::no_route()),
+        }),
+        ["apis", g, v] => Some(match discovery::api_resource_list(reg, g, v) {
+            Some(d) => ApiResponse::json(200, d),
+            None => error_response(ApiError::no_route()),
+        }),
+        ["openapi", "v3"] => {
+            let mut r = ApiResponse::json(200, discovery::openapi_index(reg));
+            r.content_type = Some("text/plain; charset=utf-8".into());
+            Some(r)
+        }
+        ["openapi", "v3", "api", v] => Some(openapi(reg, "", v)),
+        ["openapi", "v3", "apis", g, v] => Some(openapi(reg, g, v)),
+        _ => None,
+    }
+}
+
+fn openapi(reg: &crate::resources::Registry, g: &str, v: &str) -> ApiResponse {
+    match discovery::openapi_doc(reg, g, v) {
+        Some(d) => ApiResponse::json(200, d),
+        None => ApiResponse::text(404, "404 page not found"),
+    }
+}
+
+fn faults(sim: &Sim, req: &ApiRequest, path: &str) -> ApiResponse {
+    if req.method != Method::POST {
+        return error_response(ApiError::method_not_allowed(req.method.as_str()));
+    }
+    let count = req.param("count").and_then(|c| c.parse().ok()).unwrap_or(1);
+    match path.trim_start_matches("/kube-sim/faults/") {
+        "drop-watches" => sim.faults.drop_watches(),
+        "fail-429" => sim.faults.fail_next(count, Failure::TooManyRequests),
+        "fail-500" => sim.faults.fail_next(count, Failure::Internal),
+        "compact" => sim.store.compact(),
+        "pause" => sim.faults.pause(),
+        "resume" => sim.faults.resume(),
+        _ => return error_response(ApiError::no_route()),
+    }
+    ApiResponse::json(200, crate::status::success(Some(200), None))
+}
+
+fn to_http(r: ApiResponse) -> Response<RespBody> {
+    let mut b = Response::builder().status(StatusCode::from_u16(r.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    let (body, ct): (RespBody, String) = match r.body {
+        Body::Json(v) => (
+            Full::new(Bytes::from(v.to_string())).boxed_unsync(),
+            r.content_type.unwrap_or_else(|| "application/json".into()),
+        ),
+        Body::Raw(bytes, ct) => (Full::new(bytes).boxed_unsync(), r.content_type.unwrap_or_else(|| ct.into())),
+        Body::Stream(rx) => {
+            let stream = tokio_stream_from(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)));
+            (StreamBody::new(stream).boxed_unsync(), "application/json".into())
+        }
+    };
+    b = b.header("content-type", ct).header("cache-control", "no-cache, private");
+    for (k, v) in r.headers {
+        b = b.header(k, v);
+    }
+    b.body(body).unwrap_or_else(|_| {
+        Response::new(Full::new(Bytes::from_static(b"invalid response header")).boxed_unsync())
+    })
+}
+
+fn tokio_stream_from(rx: tokio::sync::mpsc::Receiver<Bytes>) -> impl futures::Stream<Item = Bytes> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+}
