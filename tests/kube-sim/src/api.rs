@@ -517,26 +517,23 @@ impl Sim {
 
     pub fn list_options(&self, def: &ResourceDef, req: &ApiRequest) -> ApiResult<ListOptions> {
         let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
-            Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                ApiError::bad_request(format!("unable to parse requirement: {e}"))
-            })?),
+            Some(s) => Some(LabelSelector::parse(s).map_err(ApiError::bad_request)?),
             None => None,
         };
         let fields = match req.param("fieldSelector").filter(|s| !s.is_empty()) {
             Some(s) => {
                 let f = FieldSelector::parse(s).map_err(ApiError::bad_request)?;
-                for name in f.field_names() {
-                    if def.custom.is_some() {
+                if def.custom.is_some() {
+                    for name in f.field_names() {
                         if name != "metadata.name" && name != "metadata.namespace" {
                             return Err(ApiError::bad_request(format!(
                                 "\"{name}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
                             )));
                         }
-                    } else if !crate::selectors::supported_field(&def.resource, &name) {
-                        return Err(ApiError::bad_request(format!(
-                            "field label not supported: {name}"
-                        )));
                     }
+                } else {
+                    let qualified = if def.group.is_empty() { def.resource.clone() } else { format!("{}.{}", def.resource, def.group) };
+                    f.check_supported(&qualified).map_err(ApiError::bad_request)?;
                 }
                 Some(f)
             }
@@ -578,7 +575,7 @@ impl Sim {
             }
         }
         if let Some(f) = &opts.fields {
-            let resource = def.resource.clone();
+            let resource = if def.group.is_empty() { def.resource.clone() } else { format!("{}.{}", def.resource, def.group) };
             let get = |field: &str| crate::selectors::field_value(&resource, obj, field);
             if !f.matches(&get) {
                 return false;
@@ -746,6 +743,7 @@ impl Sim {
         obj["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
+            defaults::prepare_for_create(&def.group, &body_version, &def.kind, &mut obj, &timestamp(now()));
         }
         self.mutate_on_create(def, &mut obj, user);
         let mut t = self.store.lock();
@@ -1006,6 +1004,7 @@ impl Sim {
         next["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &def.version, &def.kind, &mut next);
+            defaults::prepare_for_update(&def.group, &def.version, &def.kind, &mut next, &current);
         }
         // No new finalizers while deleting.
         if !current["metadata"]["deletionTimestamp"].is_null() {
@@ -1187,8 +1186,7 @@ impl Sim {
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("error decoding patch: expected a JSON object"));
                 }
-                strategic_merge::apply(&def.kind, &served, &patch)
-                    .map_err(|e| ApiError::new(422, "Invalid", e.0))
+                strategic_merge::apply(&def.kind, &served, &patch).map_err(patch_error)
             }
             other => Err(ApiError::unsupported_media(other)),
         }
@@ -1237,8 +1235,7 @@ impl Sim {
                     }
                     let served = self.present(def, cur);
                     if def.custom.is_none() && strategic_merge::merge_keys_known(&def.kind) {
-                        strategic_merge::apply(&def.kind, &served, &applied)
-                            .map_err(|e| ApiError::new(422, "Invalid", e.0))
+                        strategic_merge::apply(&def.kind, &served, &applied).map_err(patch_error)
                     } else {
                         let mut doc = served;
                         json_patch::merge(&mut doc, &applied);
@@ -1697,6 +1694,15 @@ impl Sim {
             }
         }
         Ok(ApiResponse::json(201, out))
+    }
+}
+
+/// A strategic-merge failure with the code upstream gives it (400 malformed, 422, else 500).
+fn patch_error(e: strategic_merge::PatchError) -> ApiError {
+    match e.status_code() {
+        400 => ApiError::bad_request(e.0),
+        422 => ApiError::new(422, "Invalid", e.0),
+        code => ApiError::new(code, "", e.0),
     }
 }
 
