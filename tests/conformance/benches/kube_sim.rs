@@ -14,11 +14,16 @@ use rkcm_conformance::TestCluster;
 use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(run())
 }
 
@@ -75,12 +80,20 @@ async fn run() -> anyhow::Result<()> {
     // Watch fan-out: W watchers on configmaps, E writes, time until every watcher saw all.
     let events = 500;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let rv = cms.list(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
+    let rv = cms
+        .list(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
     let mut handles = Vec::new();
     for _ in 0..watchers {
         let cms = cms.clone();
         let rv = rv.clone();
-        let mut stream = cms.watch(&WatchParams::default().timeout(120), &rv).await?.boxed();
+        let mut stream = cms
+            .watch(&WatchParams::default().timeout(120), &rv)
+            .await?
+            .boxed();
         handles.push(tokio::spawn(async move {
             let mut n = 0;
             while n < events {
@@ -99,7 +112,9 @@ async fn run() -> anyhow::Result<()> {
         .map(|i| {
             let cms = cms.clone();
             async move {
-                let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:05}")}})).expect("static");
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:05}")}}))
+                        .expect("static");
                 cms.create(&PostParams::default(), &cm).await
             }
         })
@@ -116,8 +131,15 @@ async fn run() -> anyhow::Result<()> {
 
     println!("kube-sim benchmark ({pods_n} pods, {watchers} watchers, concurrency {concurrency})");
     println!("  baseline GET /version:        {baseline_rps:10.0} req/s");
-    println!("  pod creates:                  {creates_per_s:10.0} /s    ({:.3} x baseline)", creates_per_s / baseline_rps);
-    println!("  list {pods_n} pods (median):    {:10.1} ms   ({:.1} baseline round trips)", list_median.as_secs_f64() * 1e3, list_median.as_secs_f64() * baseline_rps);
+    println!(
+        "  pod creates:                  {creates_per_s:10.0} /s    ({:.3} x baseline)",
+        creates_per_s / baseline_rps
+    );
+    println!(
+        "  list {pods_n} pods (median):    {:10.1} ms   ({:.1} baseline round trips)",
+        list_median.as_secs_f64() * 1e3,
+        list_median.as_secs_f64() * baseline_rps
+    );
     println!("  watch fan-out {events} writes x {watchers}: {:8.1} ms   ({delivered_per_s:.0} events delivered/s, {:.2} x baseline)", fanout.as_secs_f64() * 1e3, delivered_per_s / baseline_rps);
     Ok(())
 }

@@ -27,15 +27,28 @@ impl TestCluster {
     pub async fn start() -> anyhow::Result<TestCluster> {
         let dir = tempfile::tempdir()?;
         if let Ok(path) = std::env::var("RKCM_TEST_KUBECONFIG") {
-            let yaml = std::fs::read_to_string(&path).with_context(|| format!("reading RKCM_TEST_KUBECONFIG={path}"))?;
+            let yaml = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading RKCM_TEST_KUBECONFIG={path}"))?;
             let client = kube_sim::client_from_kubeconfig(&yaml).await?;
-            return Ok(TestCluster { client, kubeconfig: PathBuf::from(path), sim: None, namespaces: Default::default(), _dir: dir });
+            return Ok(TestCluster {
+                client,
+                kubeconfig: PathBuf::from(path),
+                sim: None,
+                namespaces: Default::default(),
+                _dir: dir,
+            });
         }
         let sim = KubeSim::start(kube_sim::Config::default()).await?;
         let kubeconfig = dir.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig)?;
         let client = sim.client().await?;
-        Ok(TestCluster { client, kubeconfig, sim: Some(sim), namespaces: Default::default(), _dir: dir })
+        Ok(TestCluster {
+            client,
+            kubeconfig,
+            sim: Some(sim),
+            namespaces: Default::default(),
+            _dir: dir,
+        })
     }
 
     /// A client that reports 429/503/504 instead of retrying them (kube-rs retries by default),
@@ -61,17 +74,22 @@ impl TestCluster {
     pub async fn namespace(&self, prefix: &str) -> anyhow::Result<String> {
         let name = format!("{prefix}-{}", kube_sim::api::random_suffix(6));
         let nss: Api<Namespace> = Api::all(self.client.clone());
-        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
         nss.create(&PostParams::default(), &ns).await?;
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &name);
-        let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))?;
+        let sa: ServiceAccount =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))?;
         match sas.create(&PostParams::default(), &sa).await {
             Ok(_) => {}
             // A real cluster's serviceaccount controller may have made it already.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        self.namespaces.lock().unwrap_or_else(|p| p.into_inner()).push(name.clone());
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name.clone());
         Ok(name)
     }
 
@@ -118,7 +136,11 @@ impl TestCluster {
         drop(input);
         let out = child.wait_with_output().await?;
         if !out.status.success() {
-            bail!("kubectl {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "kubectl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -153,7 +175,9 @@ where
         if tokio::time::Instant::now() >= deadline {
             return Err(anyhow!(
                 "timed out after {timeout:?} waiting for {what}{}",
-                last_err.map(|e| format!(" (last error: {e:#})")).unwrap_or_default()
+                last_err
+                    .map(|e| format!(" (last error: {e:#})"))
+                    .unwrap_or_default()
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::api::PropagationPolicy;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use rkcm_conformance::{api_code, wait_for, TestCluster};
 use serde_json::json;
 
@@ -27,7 +27,10 @@ async fn two_writers_racing_on_one_resource_version_get_exactly_one_conflict() {
     let c = TestCluster::start().await.unwrap();
     let ns = c.namespace("race").await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let base = api.create(&PostParams::default(), &cm("shared")).await.unwrap();
+    let base = api
+        .create(&PostParams::default(), &cm("shared"))
+        .await
+        .unwrap();
     for round in 0..5 {
         let current = api.get("shared").await.unwrap();
         let mut a = current.clone();
@@ -35,15 +38,27 @@ async fn two_writers_racing_on_one_resource_version_get_exactly_one_conflict() {
         a.data = Some([("writer".to_string(), format!("a{round}"))].into());
         b.data = Some([("writer".to_string(), format!("b{round}"))].into());
         let pp = PostParams::default();
-        let (ra, rb) = tokio::join!(api.replace("shared", &pp, &a), api.replace("shared", &pp, &b));
-        let conflicts = [api_code(&ra), api_code(&rb)].iter().filter(|c| **c == Some(409)).count();
+        let (ra, rb) = tokio::join!(
+            api.replace("shared", &pp, &a),
+            api.replace("shared", &pp, &b)
+        );
+        let conflicts = [api_code(&ra), api_code(&rb)]
+            .iter()
+            .filter(|c| **c == Some(409))
+            .count();
         let wins = [ra.is_ok(), rb.is_ok()].iter().filter(|ok| **ok).count();
         assert_eq!((wins, conflicts), (1, 1), "round {round}: {ra:?} / {rb:?}");
     }
     let stale = api.replace("shared", &PostParams::default(), &base).await;
-    let Err(kube::Error::Api(s)) = stale else { panic!("stale write accepted: {stale:?}") };
+    let Err(kube::Error::Api(s)) = stale else {
+        panic!("stale write accepted: {stale:?}")
+    };
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
-    assert!(s.message.contains("the object has been modified"), "{}", s.message);
+    assert!(
+        s.message.contains("the object has been modified"),
+        "{}",
+        s.message
+    );
     c.cleanup().await;
 }
 
@@ -98,14 +113,30 @@ async fn deletion_propagation_policies_leave_the_finalizers_kube_apiserver_sets(
     for name in ["fg", "orphan", "bg"] {
         api.create(&PostParams::default(), &rs(name)).await.unwrap();
     }
-    let fg = api.delete("fg", &DeleteParams::foreground()).await.unwrap().left().expect("foreground keeps the object");
-    assert_eq!(fg.metadata.finalizers, Some(vec!["foregroundDeletion".to_string()]));
+    let fg = api
+        .delete("fg", &DeleteParams::foreground())
+        .await
+        .unwrap()
+        .left()
+        .expect("foreground keeps the object");
+    assert_eq!(
+        fg.metadata.finalizers,
+        Some(vec!["foregroundDeletion".to_string()])
+    );
     assert!(fg.metadata.deletion_timestamp.is_some());
     assert_eq!(fg.metadata.generation, Some(2), "deletion bumps generation");
-    let or = api.delete("orphan", &DeleteParams::orphan()).await.unwrap().left().expect("orphan keeps the object");
+    let or = api
+        .delete("orphan", &DeleteParams::orphan())
+        .await
+        .unwrap()
+        .left()
+        .expect("orphan keeps the object");
     assert_eq!(or.metadata.finalizers, Some(vec!["orphan".to_string()]));
     let bg = api.delete("bg", &DeleteParams::background()).await.unwrap();
-    assert!(bg.is_right(), "background deletion of an object without finalizers is immediate");
+    assert!(
+        bg.is_right(),
+        "background deletion of an object without finalizers is immediate"
+    );
     assert_eq!(api_code(&api.get("bg").await), Some(404));
 
     // An object held by a finalizer stays until the finalizer is removed.
@@ -113,21 +144,46 @@ async fn deletion_propagation_policies_leave_the_finalizers_kube_apiserver_sets(
     let mut held = cm("held");
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &held).await.unwrap();
-    let deleting = cms.delete("held", &DeleteParams::default()).await.unwrap().left().unwrap();
+    let deleting = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
     let add = cms
-        .patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}})))
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}}),
+            ),
+        )
         .await;
-    assert_eq!(api_code(&add), Some(422), "no new finalizers while deleting: {add:?}");
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    assert_eq!(
+        api_code(&add),
+        Some(422),
+        "no new finalizers while deleting: {add:?}"
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(api_code(&cms.get("held").await), Some(404));
 
     // DeleteOptions policy must be one of the three.
-    let policy = DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..DeleteParams::default() };
+    let policy = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..DeleteParams::default()
+    };
     let gone = api.delete("fg", &policy).await.unwrap();
-    assert!(gone.is_left(), "a second foreground delete keeps the object until the GC acts");
+    assert!(
+        gone.is_left(),
+        "a second foreground delete keeps the object until the GC acts"
+    );
     c.cleanup().await;
 }
 
@@ -136,28 +192,57 @@ async fn errors_are_status_objects_with_upstream_reasons() {
     let c = TestCluster::start().await.unwrap();
     let ns = c.namespace("err").await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let Err(kube::Error::Api(e)) = api.get("nope").await else { panic!() };
-    assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (404, "NotFound", "configmaps \"nope\" not found"));
-    api.create(&PostParams::default(), &cm("one")).await.unwrap();
-    let Err(kube::Error::Api(e)) = api.create(&PostParams::default(), &cm("one")).await else { panic!() };
+    let Err(kube::Error::Api(e)) = api.get("nope").await else {
+        panic!()
+    };
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (404, "NotFound", "configmaps \"nope\" not found")
+    );
+    api.create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap();
+    let Err(kube::Error::Api(e)) = api.create(&PostParams::default(), &cm("one")).await else {
+        panic!()
+    };
     assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
-    let Err(kube::Error::Api(e)) = api.create(&PostParams::default(), &cm("Bad_Name")).await else { panic!() };
+    let Err(kube::Error::Api(e)) = api.create(&PostParams::default(), &cm("Bad_Name")).await else {
+        panic!()
+    };
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("metadata.name: Invalid value: \"Bad_Name\""), "{}", e.message);
-    let Err(kube::Error::Api(e)) = api.list(&ListParams::default().labels("a in (b")).await else { panic!() };
+    assert!(
+        e.message
+            .contains("metadata.name: Invalid value: \"Bad_Name\""),
+        "{}",
+        e.message
+    );
+    let Err(kube::Error::Api(e)) = api.list(&ListParams::default().labels("a in (b")).await else {
+        panic!()
+    };
     assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
     // Unknown fields: Strict rejects, the default warns and drops.
     let raw = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "strict"}, "bogus": 1});
     let dynapi: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        c.client.clone(), &ns, &kube::discovery::ApiResource::erase::<ConfigMap>(&()));
+        c.client.clone(),
+        &ns,
+        &kube::discovery::ApiResource::erase::<ConfigMap>(&()),
+    );
     let obj: kube::api::DynamicObject = serde_json::from_value(raw.clone()).unwrap();
-    let req = http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps?fieldValidation=Strict"))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&raw).unwrap())
-        .unwrap();
-    let Err(kube::Error::Api(e)) = c.client.request::<serde_json::Value>(req).await else { panic!() };
+    let req = http::Request::post(format!(
+        "/api/v1/namespaces/{ns}/configmaps?fieldValidation=Strict"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&raw).unwrap())
+    .unwrap();
+    let Err(kube::Error::Api(e)) = c.client.request::<serde_json::Value>(req).await else {
+        panic!()
+    };
     assert_eq!(e.code, 400);
-    assert!(e.message.contains("unknown field \"bogus\""), "{}", e.message);
+    assert!(
+        e.message.contains("unknown field \"bogus\""),
+        "{}",
+        e.message
+    );
     let kept = dynapi.create(&PostParams::default(), &obj).await.unwrap();
     assert!(kept.data.get("bogus").is_none(), "unknown field dropped");
     c.cleanup().await;
@@ -178,20 +263,54 @@ async fn generation_status_and_scale_subresources() {
     assert_eq!(spec.replicas, Some(1));
     assert_eq!(spec.revision_history_limit, Some(10));
     assert_eq!(spec.progress_deadline_seconds, Some(600));
-    assert_eq!(spec.strategy.as_ref().unwrap().type_.as_deref(), Some("RollingUpdate"));
+    assert_eq!(
+        spec.strategy.as_ref().unwrap().type_.as_deref(),
+        Some("RollingUpdate")
+    );
     let pp = PatchParams::default();
-    let l = api.patch("web", &pp, &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}))).await.unwrap();
-    assert_eq!(l.metadata.generation, Some(1), "a metadata change keeps generation");
+    let l = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        l.metadata.generation,
+        Some(1),
+        "a metadata change keeps generation"
+    );
     let s = api.patch_status("web", &pp, &Patch::Merge(json!({"status": {"replicas": 1, "observedGeneration": 1}, "spec": {"replicas": 9}}))).await.unwrap();
-    assert_eq!((s.metadata.generation, s.spec.unwrap().replicas), (Some(1), Some(1)), "status ignores spec");
-    let m = api.patch("web", &pp, &Patch::Merge(json!({"status": {"replicas": 7}}))).await.unwrap();
-    assert_eq!(m.status.unwrap().replicas, Some(1), "the main resource ignores status");
+    assert_eq!(
+        (s.metadata.generation, s.spec.unwrap().replicas),
+        (Some(1), Some(1)),
+        "status ignores spec"
+    );
+    let m = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        m.status.unwrap().replicas,
+        Some(1),
+        "the main resource ignores status"
+    );
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(1));
     assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
-    api.patch_scale("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    api.patch_scale("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
     let d = api.get("web").await.unwrap();
-    assert_eq!((d.metadata.generation, d.spec.unwrap().replicas), (Some(2), Some(3)));
+    assert_eq!(
+        (d.metadata.generation, d.spec.unwrap().replicas),
+        (Some(2), Some(3))
+    );
     c.cleanup().await;
 }
 
@@ -200,7 +319,12 @@ async fn namespace_lifecycle_and_pod_admission() {
     let c = TestCluster::start().await.unwrap();
     let nss: Api<Namespace> = Api::all(c.client.clone());
     let name = format!("life-{}", kube_sim::api::random_suffix(5));
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+    )
+    .await
+    .unwrap();
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &name);
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}})).unwrap();
     if c.sim.is_some() {
@@ -208,8 +332,14 @@ async fn namespace_lifecycle_and_pod_admission() {
         let r = pods.create(&PostParams::default(), &pod).await;
         assert_eq!(api_code(&r), Some(403), "{r:?}");
     }
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(c.client.clone(), &name);
-    let _ = sas.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap()).await;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(c.client.clone(), &name);
+    let _ = sas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+        )
+        .await;
     let p = wait_for("pod admission", Duration::from_secs(30), || async {
         Ok(pods.create(&PostParams::default(), &pod).await.ok())
     })
@@ -217,30 +347,53 @@ async fn namespace_lifecycle_and_pod_admission() {
     .unwrap();
     let spec = p.spec.unwrap();
     assert_eq!(spec.service_account_name.as_deref(), Some("default"));
-    assert!(spec.volumes.unwrap_or_default().iter().any(|v| v.name.starts_with("kube-api-access-")));
+    assert!(spec
+        .volumes
+        .unwrap_or_default()
+        .iter()
+        .any(|v| v.name.starts_with("kube-api-access-")));
     assert_eq!(p.status.unwrap().phase.as_deref(), Some("Pending"));
 
-    let gone = nss.delete(&name, &DeleteParams::default()).await.unwrap().left().unwrap();
+    let gone = nss
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
     assert_eq!(gone.status.unwrap().phase.as_deref(), Some("Terminating"));
     let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &name);
     let r = cms.create(&PostParams::default(), &cm("late")).await;
-    let Err(kube::Error::Api(e)) = r else { panic!("created in a terminating namespace") };
+    let Err(kube::Error::Api(e)) = r else {
+        panic!("created in a terminating namespace")
+    };
     assert_eq!(e.code, 403);
-    assert!(e.message.contains("because it is being terminated"), "{}", e.message);
+    assert!(
+        e.message.contains("because it is being terminated"),
+        "{}",
+        e.message
+    );
     let r = nss.delete("default", &DeleteParams::default()).await;
-    assert_eq!(api_code(&r), Some(403), "the default namespace may not be deleted");
+    assert_eq!(
+        api_code(&r),
+        Some(403),
+        "the default namespace may not be deleted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_binding_graceful_deletion_and_eviction() {
     let c = TestCluster::start().await.unwrap();
-    let Some(_) = c.sim_only("binding pods to a made-up node") else { return };
+    let Some(_) = c.sim_only("binding pods to a made-up node") else {
+        return;
+    };
     let ns = c.namespace("pods").await.unwrap();
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
     let pod = |n: &str| -> Pod {
         serde_json::from_value(json!({"metadata": {"name": n, "labels": {"app": "p"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}})).unwrap()
     };
-    pods.create(&PostParams::default(), &pod("p1")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p1"))
+        .await
+        .unwrap();
     let bind = |node: &str| json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"}, "target": {"kind": "Node", "name": node}});
     // 429 is the answer under test: no client-side retries.
     let raw_client = c.client_without_retries().await.unwrap();
@@ -258,28 +411,80 @@ async fn pod_binding_graceful_deletion_and_eviction() {
     let p = pods.get("p1").await.unwrap();
     assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
     // A bound pod is deleted gracefully: it stays with a deletionTimestamp for the kubelet.
-    let d = pods.delete("p1", &DeleteParams::default()).await.unwrap().left().unwrap();
+    let d = pods
+        .delete("p1", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
     assert_eq!(d.metadata.deletion_grace_period_seconds, Some(30));
-    pods.delete("p1", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    pods.delete(
+        "p1",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(api_code(&pods.get("p1").await), Some(404));
     // An unbound pod goes at once.
-    pods.create(&PostParams::default(), &pod("p2")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p2"))
+        .await
+        .unwrap();
     pods.delete("p2", &DeleteParams::default()).await.unwrap();
     assert_eq!(api_code(&pods.get("p2").await), Some(404));
     // Eviction is refused while the PDB allows no disruption.
-    pods.create(&PostParams::default(), &pod("p3")).await.unwrap();
-    pods.patch_status("p3", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}}))).await.unwrap();
-    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(c.client.clone(), &ns);
-    pdbs.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "pdb"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "p"}}}})).unwrap()).await.unwrap();
-    pdbs.patch_status("pdb", &PatchParams::default(), &Patch::Merge(json!({"status": {"observedGeneration": 1,
-        "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p3"))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "p3",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(c.client.clone(), &ns);
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "pdb"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "p"}}}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    pdbs.patch_status(
+        "pdb",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": 1,
+        "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}})),
+    )
+    .await
+    .unwrap();
     let ev = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p3"}});
     let r = post(ev.clone(), "eviction", "p3").await;
-    let Err(kube::Error::Api(e)) = r else { panic!("eviction allowed: {r:?}") };
+    let Err(kube::Error::Api(e)) = r else {
+        panic!("eviction allowed: {r:?}")
+    };
     assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
-    pdbs.patch_status("pdb", &PatchParams::default(), &Patch::Merge(json!({"status": {"disruptionsAllowed": 1}}))).await.unwrap();
+    pdbs.patch_status(
+        "pdb",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"disruptionsAllowed": 1}})),
+    )
+    .await
+    .unwrap();
     post(ev, "eviction", "p3").await.unwrap();
     assert_eq!(api_code(&pods.get("p3").await), Some(404));
-    assert_eq!(pdbs.get("pdb").await.unwrap().status.unwrap().disruptions_allowed, 0);
+    assert_eq!(
+        pdbs.get("pdb")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        0
+    );
 }

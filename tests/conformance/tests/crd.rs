@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
 use kube::discovery::Discovery;
 use rkcm_conformance::{wait_for, TestCluster};
 use serde_json::json;
@@ -27,22 +30,35 @@ async fn crd_create_serves_its_resource_for_create_list_watch_status_and_scale()
     let name = format!("widgets.{group}");
     wait_for("CRD Established", Duration::from_secs(30), || async {
         let c = crds.get(&name).await?;
-        let established = c.status.and_then(|s| s.conditions).unwrap_or_default()
-            .iter().any(|c| c.type_ == "Established" && c.status == "True");
+        let established = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
         Ok(established.then_some(()))
-    }).await.unwrap();
+    })
+    .await
+    .unwrap();
     let discovery = wait_for("widgets in discovery", Duration::from_secs(30), || async {
         let d = Discovery::new(c.client.clone()).run().await?;
         let found = d.groups().any(|g| g.name() == group);
         Ok(found.then_some(()))
-    }).await;
+    })
+    .await;
     discovery.unwrap();
 
     let ns = c.namespace("crd").await.unwrap();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
-    let w: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "w1"}, "spec": {"replicas": 2, "colour": "blue"}})).unwrap();
+    let w: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w1"}, "spec": {"replicas": 2, "colour": "blue"}}),
+    )
+    .unwrap();
     let created = api.create(&PostParams::default(), &w).await.unwrap();
     assert_eq!(created.metadata.generation, Some(1));
     let rv = created.metadata.resource_version.clone().unwrap();
@@ -50,21 +66,56 @@ async fn crd_create_serves_its_resource_for_create_list_watch_status_and_scale()
     assert_eq!(list.items.len(), 1);
     assert_eq!(list.items[0].data["spec"]["colour"], "blue");
 
-    let mut watch = api.watch(&WatchParams::default().timeout(30), &rv).await.unwrap().boxed();
-    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 2}}))).await.unwrap();
-    let ev = tokio::time::timeout(Duration::from_secs(20), watch.next()).await.unwrap().unwrap().unwrap();
-    let WatchEvent::Modified(o) = ev else { panic!("expected MODIFIED, got {ev:?}") };
+    let mut watch = api
+        .watch(&WatchParams::default().timeout(30), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.patch_status(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"replicas": 2}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(20), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Modified(o) = ev else {
+        panic!("expected MODIFIED, got {ev:?}")
+    };
     assert_eq!(o.data["status"]["replicas"], 2);
-    assert_eq!(o.metadata.generation, Some(1), "a status change keeps generation");
+    assert_eq!(
+        o.metadata.generation,
+        Some(1),
+        "a status change keeps generation"
+    );
 
     let scale = api.get_scale("w1").await.unwrap();
-    assert_eq!((scale.spec.unwrap().replicas, scale.status.unwrap().replicas), (Some(2), 2));
-    api.patch_scale("w1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.unwrap();
+    assert_eq!(
+        (scale.spec.unwrap().replicas, scale.status.unwrap().replicas),
+        (Some(2), 2)
+    );
+    api.patch_scale(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
     let w = api.get("w1").await.unwrap();
-    assert_eq!((w.data["spec"]["replicas"].as_i64(), w.metadata.generation), (Some(5), Some(2)));
+    assert_eq!(
+        (w.data["spec"]["replicas"].as_i64(), w.metadata.generation),
+        (Some(5), Some(2))
+    );
 
     // kubectl sees it too, by plural and short name.
-    let out = c.kubectl_ok(&["-n", &ns, "get", "wdg", "-o", "name"]).await.unwrap();
+    let out = c
+        .kubectl_ok(&["-n", &ns, "get", "wdg", "-o", "name"])
+        .await
+        .unwrap();
     assert!(out.contains("widget"), "{out}");
 
     crds.delete(&name, &Default::default()).await.unwrap();

@@ -18,11 +18,20 @@ fn deployment_yaml(ns: &str, replicas: u32, image: &str) -> String {
 async fn apply_get_patch_scale_label_annotate_set_image_delete() {
     let c = TestCluster::start().await.unwrap();
     let ns = c.namespace("kctl").await.unwrap();
-    let out = c.kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 2, "nginx:1")).await.unwrap();
+    let out = c
+        .kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 2, "nginx:1"))
+        .await
+        .unwrap();
     assert!(out.contains("deployment.apps/web created"), "{out}");
-    let out = c.kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 2, "nginx:1")).await.unwrap();
+    let out = c
+        .kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 2, "nginx:1"))
+        .await
+        .unwrap();
     assert!(out.contains("deployment.apps/web unchanged"), "{out}");
-    let out = c.kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 4, "nginx:2")).await.unwrap();
+    let out = c
+        .kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 4, "nginx:2"))
+        .await
+        .unwrap();
     assert!(out.contains("deployment.apps/web configured"), "{out}");
 
     let get = |args: &'static [&'static str]| {
@@ -34,22 +43,56 @@ async fn apply_get_patch_scale_label_annotate_set_image_delete() {
             c.kubectl_ok(&a).await.unwrap()
         }
     };
-    let d: Value = serde_json::from_str(&get(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
+    let d: Value =
+        serde_json::from_str(&get(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
     assert_eq!(d["spec"]["replicas"], 4);
-    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:2");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:2"
+    );
     assert_eq!(d["metadata"]["generation"], 2);
-    assert!(d["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].is_string());
+    assert!(
+        d["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
     let table = get(&["get", "deploy"]).await;
     assert!(table.contains("NAME") && table.contains("web"), "{table}");
 
-    assert!(get(&["scale", "deploy", "web", "--replicas=3"]).await.contains("scaled"));
-    assert!(get(&["label", "deploy", "web", "tier=front"]).await.contains("labeled"));
-    assert!(get(&["annotate", "deploy", "web", "note=hi"]).await.contains("annotated"));
-    assert!(get(&["set", "image", "deploy/web", "c=nginx:3"]).await.contains("image updated"));
-    assert!(get(&["patch", "deploy", "web", "--type=merge", "-p", r#"{"spec":{"minReadySeconds":5}}"#]).await.contains("patched"));
-    assert!(get(&["patch", "deploy", "web", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/revisionHistoryLimit","value":3}]"#]).await.contains("patched"));
+    assert!(get(&["scale", "deploy", "web", "--replicas=3"])
+        .await
+        .contains("scaled"));
+    assert!(get(&["label", "deploy", "web", "tier=front"])
+        .await
+        .contains("labeled"));
+    assert!(get(&["annotate", "deploy", "web", "note=hi"])
+        .await
+        .contains("annotated"));
+    assert!(get(&["set", "image", "deploy/web", "c=nginx:3"])
+        .await
+        .contains("image updated"));
+    assert!(get(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"minReadySeconds":5}}"#
+    ])
+    .await
+    .contains("patched"));
+    assert!(get(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/revisionHistoryLimit","value":3}]"#
+    ])
+    .await
+    .contains("patched"));
     assert!(get(&["patch", "deploy", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"c","env":[{"name":"B","value":"b"}]}]}}}}"#]).await.contains("patched"));
-    let d: Value = serde_json::from_str(&get(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
+    let d: Value =
+        serde_json::from_str(&get(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
     let container = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(d["spec"]["replicas"], 3);
     assert_eq!(d["metadata"]["labels"]["tier"], "front");
@@ -57,10 +100,22 @@ async fn apply_get_patch_scale_label_annotate_set_image_delete() {
     assert_eq!(container["image"], "nginx:3");
     assert_eq!(d["spec"]["minReadySeconds"], 5);
     assert_eq!(d["spec"]["revisionHistoryLimit"], 3);
-    let env: Vec<&str> = container["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
     assert_eq!(env, vec!["B", "A"], "strategic merge merged env by name");
 
-    let out = get(&["delete", "deploy", "web", "--cascade=foreground", "--wait=false"]).await;
+    let out = get(&[
+        "delete",
+        "deploy",
+        "web",
+        "--cascade=foreground",
+        "--wait=false",
+    ])
+    .await;
     assert!(out.contains("deleted"), "{out}");
     let api: Api<Deployment> = Api::namespaced(c.client.clone(), &ns);
     let held = api.get_opt("web").await.unwrap();
@@ -68,7 +123,13 @@ async fn apply_get_patch_scale_label_annotate_set_image_delete() {
         assert!(h.metadata.deletion_timestamp.is_some());
     }
     let out = c.kubectl_ok(&["api-resources"]).await.unwrap();
-    for r in ["deployments", "pods", "leases", "customresourcedefinitions", "endpointslices"] {
+    for r in [
+        "deployments",
+        "pods",
+        "leases",
+        "customresourcedefinitions",
+        "endpointslices",
+    ] {
         assert!(out.contains(r), "api-resources lacks {r}");
     }
     c.cleanup().await;
@@ -94,22 +155,47 @@ async fn create_wait_and_get_watch() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.as_deref(), Some("configmap/one"));
-    c.kubectl_ok(&["-n", &ns, "create", "configmap", "two", "--from-literal=a=b"]).await.unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap();
+    c.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "configmap",
+        "two",
+        "--from-literal=a=b",
+    ])
+    .await
+    .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.as_deref(), Some("configmap/two"));
     child.kill().await.unwrap();
 
     // kubectl wait: for a condition set later, and for deletion.
-    let job = c.kubectl_ok(&["-n", &ns, "create", "job", "j", "--image=busybox"]).await.unwrap();
+    let job = c
+        .kubectl_ok(&["-n", &ns, "create", "job", "j", "--image=busybox"])
+        .await
+        .unwrap();
     assert!(job.contains("job.batch/j created"), "{job}");
     let waiter = {
         let kc = c.kubeconfig.clone();
         let ns = ns.clone();
         tokio::spawn(async move {
             tokio::process::Command::new("kubectl")
-                .args(["-n", &ns, "wait", "--for=condition=complete", "job/j", "--timeout=30s"])
+                .args([
+                    "-n",
+                    &ns,
+                    "wait",
+                    "--for=condition=complete",
+                    "job/j",
+                    "--timeout=30s",
+                ])
                 .env("KUBECONFIG", kc)
                 .output()
                 .await
@@ -125,19 +211,38 @@ async fn create_wait_and_get_watch() {
             "succeeded": 1, "startTime": now, "completionTime": now}}))).await.unwrap();
     }
     let out = waiter.await.unwrap().unwrap();
-    assert!(out.status.success(), "kubectl wait: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kubectl wait: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
-    c.kubectl_ok(&["-n", &ns, "delete", "configmap", "two", "--wait=false"]).await.unwrap();
-    c.kubectl_ok(&["-n", &ns, "wait", "--for=delete", "configmap/two", "--timeout=20s"]).await.unwrap();
+    c.kubectl_ok(&["-n", &ns, "delete", "configmap", "two", "--wait=false"])
+        .await
+        .unwrap();
+    c.kubectl_ok(&[
+        "-n",
+        &ns,
+        "wait",
+        "--for=delete",
+        "configmap/two",
+        "--timeout=20s",
+    ])
+    .await
+    .unwrap();
     c.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_status_history_undo_pause_resume() {
     let c = TestCluster::start().await.unwrap();
-    let Some(_) = c.sim_only("playing the deployment controller's part by hand") else { return };
+    let Some(_) = c.sim_only("playing the deployment controller's part by hand") else {
+        return;
+    };
     let ns = c.namespace("roll").await.unwrap();
-    c.kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 1, "nginx:2")).await.unwrap();
+    c.kubectl_stdin(&["apply", "-f", "-"], &deployment_yaml(&ns, 1, "nginx:2"))
+        .await
+        .unwrap();
     let deps: Api<Deployment> = Api::namespaced(c.client.clone(), &ns);
     let d = deps.get("web").await.unwrap();
     // The ReplicaSets a deployment controller would have made for revisions 1 and 2.
@@ -153,35 +258,92 @@ async fn rollout_status_history_undo_pause_resume() {
                     "spec": {"containers": [{"name": "c", "image": image}]}}}})).unwrap();
         rss.create(&PostParams::default(), &rs).await.unwrap();
     }
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"deployment.kubernetes.io/revision": "2"}}}))).await.unwrap();
-    let history = c.kubectl_ok(&["-n", &ns, "rollout", "history", "deploy/web"]).await.unwrap();
-    assert!(history.contains("REVISION") && history.contains('1') && history.contains('2'), "{history}");
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"deployment.kubernetes.io/revision": "2"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let history = c
+        .kubectl_ok(&["-n", &ns, "rollout", "history", "deploy/web"])
+        .await
+        .unwrap();
+    assert!(
+        history.contains("REVISION") && history.contains('1') && history.contains('2'),
+        "{history}"
+    );
 
     let status = {
         let kc = c.kubeconfig.clone();
         let ns = ns.clone();
         tokio::spawn(async move {
             tokio::process::Command::new("kubectl")
-                .args(["-n", &ns, "rollout", "status", "deploy/web", "--timeout=30s"])
+                .args([
+                    "-n",
+                    &ns,
+                    "rollout",
+                    "status",
+                    "deploy/web",
+                    "--timeout=30s",
+                ])
                 .env("KUBECONFIG", kc)
                 .output()
                 .await
         })
     };
     let generation = deps.get("web").await.unwrap().metadata.generation.unwrap();
-    deps.patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"observedGeneration": generation,
-        "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}}))).await.unwrap();
+    deps.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": generation,
+        "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}})),
+    )
+    .await
+    .unwrap();
     let out = status.await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("successfully rolled out"), "{}{}",
-        String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("successfully rolled out"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 
-    let out = c.kubectl_ok(&["-n", &ns, "rollout", "undo", "deploy/web", "--to-revision=1"]).await.unwrap();
+    let out = c
+        .kubectl_ok(&[
+            "-n",
+            &ns,
+            "rollout",
+            "undo",
+            "deploy/web",
+            "--to-revision=1",
+        ])
+        .await
+        .unwrap();
     assert!(out.contains("rolled back"), "{out}");
     let d = deps.get("web").await.unwrap();
-    assert_eq!(d.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(), Some("nginx:1"));
-    assert!(c.kubectl_ok(&["-n", &ns, "rollout", "pause", "deploy/web"]).await.unwrap().contains("paused"));
-    assert_eq!(deps.get("web").await.unwrap().spec.unwrap().paused, Some(true));
-    assert!(c.kubectl_ok(&["-n", &ns, "rollout", "resume", "deploy/web"]).await.unwrap().contains("resumed"));
+    assert_eq!(
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("nginx:1")
+    );
+    assert!(c
+        .kubectl_ok(&["-n", &ns, "rollout", "pause", "deploy/web"])
+        .await
+        .unwrap()
+        .contains("paused"));
+    assert_eq!(
+        deps.get("web").await.unwrap().spec.unwrap().paused,
+        Some(true)
+    );
+    assert!(c
+        .kubectl_ok(&["-n", &ns, "rollout", "resume", "deploy/web"])
+        .await
+        .unwrap()
+        .contains("resumed"));
     wait_for("resume", Duration::from_secs(5), || async {
         Ok((deps.get("web").await?.spec.unwrap().paused != Some(true)).then_some(()))
     })

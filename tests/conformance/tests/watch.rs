@@ -17,10 +17,14 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
     let c = TestCluster::start().await.unwrap();
-    let Some(sim) = c.sim_only("forcing watch history compaction") else { return };
+    let Some(sim) = c.sim_only("forcing watch history compaction") else {
+        return;
+    };
     let ns = c.namespace("w410").await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    api.create(&PostParams::default(), &cm("before", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("before", json!({})))
+        .await
+        .unwrap();
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let stream_api = api.clone();
@@ -29,8 +33,12 @@ async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
         while let Some(ev) = s.next().await {
             let summary = match ev {
                 Ok(watcher::Event::InitDone) => "init-done".to_string(),
-                Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => format!("apply:{}", o.metadata.name.unwrap_or_default()),
-                Ok(watcher::Event::Delete(o)) => format!("delete:{}", o.metadata.name.unwrap_or_default()),
+                Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                    format!("apply:{}", o.metadata.name.unwrap_or_default())
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    format!("delete:{}", o.metadata.name.unwrap_or_default())
+                }
                 Ok(watcher::Event::Init) => "init".to_string(),
                 Err(e) => format!("error:{e}"),
             };
@@ -40,7 +48,11 @@ async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
         }
     });
     let mut seen = Vec::new();
-    async fn next_is(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>, seen: &mut Vec<String>, what: &str) {
+    async fn next_is(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+        seen: &mut Vec<String>,
+        what: &str,
+    ) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let ev = tokio::time::timeout_at(deadline, rx.recv())
@@ -55,17 +67,25 @@ async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
     }
     next_is(&mut rx, &mut seen, "apply:before").await;
     next_is(&mut rx, &mut seen, "init-done").await;
-    api.create(&PostParams::default(), &cm("live", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("live", json!({})))
+        .await
+        .unwrap();
     next_is(&mut rx, &mut seen, "apply:live").await;
 
     // Lose the history and every open watch: the watcher's resume gets 410 and must relist.
-    sim.compact();
-    api.create(&PostParams::default(), &cm("during", json!({}))).await.unwrap();
+    // Hold the watcher's re-watch (serving paused), write past its resourceVersion and
+    // compact, so that the re-watch gets 410 Gone.
+    sim.faults().pause();
     sim.faults().drop_watches();
+    sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during", "namespace": ns}})).unwrap();
+    sim.compact();
+    sim.faults().resume();
     next_is(&mut rx, &mut seen, "init").await;
     next_is(&mut rx, &mut seen, "apply:during").await;
     next_is(&mut rx, &mut seen, "init-done").await;
-    api.create(&PostParams::default(), &cm("after", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .unwrap();
     next_is(&mut rx, &mut seen, "apply:after").await;
     api.delete("after", &Default::default()).await.unwrap();
     next_is(&mut rx, &mut seen, "delete:after").await;
@@ -77,16 +97,37 @@ async fn raw_watch_from_a_resource_version_and_selector_transitions() {
     let c = TestCluster::start().await.unwrap();
     let ns = c.namespace("wsel").await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let first = api.create(&PostParams::default(), &cm("a", json!({"team": "x"}))).await.unwrap();
+    let first = api
+        .create(&PostParams::default(), &cm("a", json!({"team": "x"})))
+        .await
+        .unwrap();
     let rv = first.metadata.resource_version.clone().unwrap();
     let wp = WatchParams::default().labels("team=x").timeout(30);
     let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
-    api.create(&PostParams::default(), &cm("b", json!({"team": "y"}))).await.unwrap();
-    api.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "x"}}}))).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "z"}}}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("b", json!({"team": "y"})))
+        .await
+        .unwrap();
+    api.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "x"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "z"}}})),
+    )
+    .await
+    .unwrap();
     let mut got = Vec::new();
     while got.len() < 2 {
-        let ev = tokio::time::timeout(Duration::from_secs(20), stream.next()).await.expect("watch event").expect("stream open").unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("watch event")
+            .expect("stream open")
+            .unwrap();
         match ev {
             WatchEvent::Added(o) => got.push(format!("ADDED {}", o.metadata.name.unwrap())),
             WatchEvent::Modified(o) => got.push(format!("MODIFIED {}", o.metadata.name.unwrap())),
@@ -95,20 +136,44 @@ async fn raw_watch_from_a_resource_version_and_selector_transitions() {
             WatchEvent::Error(e) => panic!("watch error {e:?}"),
         }
     }
-    assert_eq!(got, vec!["ADDED b", "DELETED a"], "entering the selector is ADDED, leaving it DELETED");
+    assert_eq!(
+        got,
+        vec!["ADDED b", "DELETED a"],
+        "entering the selector is ADDED, leaving it DELETED"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_from_a_compacted_resource_version_gets_410_expired() {
     let c = TestCluster::start().await.unwrap();
-    let Some(sim) = c.sim_only("forcing watch history compaction") else { return };
+    let Some(sim) = c.sim_only("forcing watch history compaction") else {
+        return;
+    };
     let ns = c.namespace("wold").await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let o = api.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap();
-    api.create(&PostParams::default(), &cm("b", json!({}))).await.unwrap();
+    let o = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("b", json!({})))
+        .await
+        .unwrap();
     sim.compact();
-    let mut s = api.watch(&WatchParams::default(), &o.metadata.resource_version.unwrap()).await.unwrap().boxed();
-    let ev = tokio::time::timeout(Duration::from_secs(10), s.next()).await.unwrap().unwrap().unwrap();
-    let WatchEvent::Error(e) = ev else { panic!("expected an ERROR event, got {ev:?}") };
+    let mut s = api
+        .watch(
+            &WatchParams::default(),
+            &o.metadata.resource_version.unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let ev = tokio::time::timeout(Duration::from_secs(10), s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Error(e) = ev else {
+        panic!("expected an ERROR event, got {ev:?}")
+    };
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
 }

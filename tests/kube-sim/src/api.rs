@@ -41,7 +41,10 @@ struct IpAllocator {
 impl IpAllocator {
     fn new(cidr: &str) -> Self {
         let (ip, bits) = cidr.split_once('/').unwrap_or((cidr, "24"));
-        let base: u32 = ip.parse::<std::net::Ipv4Addr>().map(u32::from).unwrap_or(0x0a60_0000);
+        let base: u32 = ip
+            .parse::<std::net::Ipv4Addr>()
+            .map(u32::from)
+            .unwrap_or(0x0a60_0000);
         let bits: u32 = bits.parse().unwrap_or(12).clamp(8, 30);
         let size = 1u32 << (32 - bits);
         IpAllocator {
@@ -55,7 +58,11 @@ impl IpAllocator {
     fn allocate(&mut self) -> Option<String> {
         for _ in 0..self.size {
             let off = self.next;
-            self.next = if self.next + 2 >= self.size { 1 } else { self.next + 1 };
+            self.next = if self.next + 2 >= self.size {
+                1
+            } else {
+                self.next + 1
+            };
             if self.used.insert(off) {
                 return Some(std::net::Ipv4Addr::from(self.base + off).to_string());
             }
@@ -107,7 +114,9 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
-    obj["metadata"].as_object_mut().expect("metadata is an object")
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -132,7 +141,11 @@ fn labels_of(obj: &Value) -> BTreeMap<String, String> {
 fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -236,7 +249,11 @@ impl Sim {
     }
 
     /// Answer a request under /api or /apis that names a resource.
-    pub fn handle_resource(self: &Arc<Self>, req: &ApiRequest, p: ResourcePath) -> ApiResult<ApiResponse> {
+    pub fn handle_resource(
+        self: &Arc<Self>,
+        req: &ApiRequest,
+        p: ResourcePath,
+    ) -> ApiResult<ApiResponse> {
         let user = req.user.clone().ok_or_else(ApiError::unauthorized)?;
         let def = self
             .registry
@@ -280,12 +297,18 @@ impl Sim {
                 let (obj, warnings) = self.check_fields(&def, body, req)?;
                 let dry = req.param("dryRun").is_some();
                 let created = self.create_object(&def, ns, obj, &user, dry)?;
-                Ok(with_warnings(ApiResponse::json(201, self.present(&def, &created)), warnings))
+                Ok(with_warnings(
+                    ApiResponse::json(201, self.present(&def, &created)),
+                    warnings,
+                ))
             }
             (None, None) if *m == Method::DELETE => self.delete_collection(&def, ns, req),
             (Some(name), None) if *m == Method::GET => {
                 let obj = self.get_object(&def, ns, name)?;
-                Ok(ApiResponse::json(200, self.represent_one(&def, &obj, wants)))
+                Ok(ApiResponse::json(
+                    200,
+                    self.represent_one(&def, &obj, wants),
+                ))
             }
             (Some(name), None | Some("status")) if *m == Method::PUT => {
                 let body = self.decode_body(&def, req)?;
@@ -354,15 +377,18 @@ impl Sim {
     fn decode_json(&self, req: &ApiRequest) -> ApiResult<Value> {
         let ct = req.content_type.split(';').next().unwrap_or("").trim();
         if ct.contains("yaml") {
-            let text = std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let y: serde_yaml::Value = serde_yaml::from_str(text)
-                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
+            let text =
+                std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let y: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
+                ApiError::bad_request(format!("error converting YAML to JSON: {e}"))
+            })?;
             return serde_json::to_value(y).map_err(|e| ApiError::bad_request(e.to_string()));
         }
         if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
             return Err(ApiError::unsupported_media(ct));
         }
-        serde_json::from_slice(&req.body).map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
+        serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
     }
 
     /// Decode a create/update body and check it names this kind and namespace.
@@ -386,7 +412,11 @@ impl Sim {
         if kind.is_empty() || api_version.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "Object '{}' is missing in '{}'",
-                if kind.is_empty() { "Kind" } else { "apiVersion" },
+                if kind.is_empty() {
+                    "Kind"
+                } else {
+                    "apiVersion"
+                },
                 truncate(&body.to_string(), 200)
             )));
         }
@@ -409,7 +439,12 @@ impl Sim {
     }
 
     /// Typed decoding and field validation (Strict: unknown fields are an error; Warn: a header).
-    fn check_fields(&self, def: &ResourceDef, body: Value, req: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
+    fn check_fields(
+        &self,
+        def: &ResourceDef,
+        body: Value,
+        req: &ApiRequest,
+    ) -> ApiResult<(Value, Vec<String>)> {
         let mode = match req.param("fieldValidation") {
             Some("Strict") => FieldValidation::Strict,
             Some("Ignore") => FieldValidation::Ignore,
@@ -459,7 +494,12 @@ impl Sim {
 
     // ----- reading -----
 
-    pub fn get_object(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Arc<Value>> {
+    pub fn get_object(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Arc<Value>> {
         self.store
             .lock()
             .get(&def.key(), ns.unwrap_or(""), name)
@@ -532,8 +572,13 @@ impl Sim {
                         }
                     }
                 } else {
-                    let qualified = if def.group.is_empty() { def.resource.clone() } else { format!("{}.{}", def.resource, def.group) };
-                    f.check_supported(&qualified).map_err(ApiError::bad_request)?;
+                    let qualified = if def.group.is_empty() {
+                        def.resource.clone()
+                    } else {
+                        format!("{}.{}", def.resource, def.group)
+                    };
+                    f.check_supported(&qualified)
+                        .map_err(ApiError::bad_request)?;
                 }
                 Some(f)
             }
@@ -558,8 +603,14 @@ impl Sim {
             labels,
             fields,
             limit,
-            continue_token: req.param("continue").filter(|s| !s.is_empty()).map(String::from),
-            resource_version: req.param("resourceVersion").filter(|s| !s.is_empty()).map(String::from),
+            continue_token: req
+                .param("continue")
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+            resource_version: req
+                .param("resourceVersion")
+                .filter(|s| !s.is_empty())
+                .map(String::from),
             resource_version_match: req
                 .param("resourceVersionMatch")
                 .filter(|s| !s.is_empty())
@@ -575,7 +626,11 @@ impl Sim {
             }
         }
         if let Some(f) = &opts.fields {
-            let resource = if def.group.is_empty() { def.resource.clone() } else { format!("{}.{}", def.resource, def.group) };
+            let resource = if def.group.is_empty() {
+                def.resource.clone()
+            } else {
+                format!("{}.{}", def.resource, def.group)
+            };
             let get = |field: &str| crate::selectors::field_value(&resource, obj, field);
             if !f.matches(&get) {
                 return false;
@@ -584,7 +639,12 @@ impl Sim {
         true
     }
 
-    fn list(&self, def: &ResourceDef, ns: Option<&str>, req: &ApiRequest) -> ApiResult<ApiResponse> {
+    fn list(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        req: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
         if !def.has_verb("list") {
             return Err(ApiError::method_not_allowed("list"));
         }
@@ -592,11 +652,13 @@ impl Sim {
         let t = self.store.lock();
         let current = t.rv();
         if let Some(rv) = &opts.resource_version {
-            let n: u64 = rv.parse().map_err(|_| {
-                ApiError::bad_request(format!("invalid resource version: {rv}"))
-            })?;
+            let n: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
             if opts.resource_version_match.as_deref() == Some("Exact") && n < t.compacted_rv() {
-                return Err(ApiError::expired("The resourceVersion for the provided list is too old."));
+                return Err(ApiError::expired(
+                    "The resourceVersion for the provided list is too old.",
+                ));
             }
             if n > current {
                 return Err(ApiError::new(
@@ -660,7 +722,8 @@ impl Sim {
         let body = match wants {
             Representation::Table => {
                 let objs: Vec<Value> = items.iter().map(|o| self.present(def, o)).collect();
-                let headers = !req.accept.contains("noHeaders") && req.param("includeObject") != Some("None");
+                let headers =
+                    !req.accept.contains("noHeaders") && req.param("includeObject") != Some("None");
                 self.table(def, &objs, headers, &rv, next.as_deref())
             }
             Representation::Metadata => {
@@ -700,7 +763,9 @@ impl Sim {
         if !def.has_verb("create") {
             return Err(ApiError::method_not_allowed("create"));
         }
-        let body_ns = str_at(&obj, &["metadata", "namespace"]).unwrap_or("").to_string();
+        let body_ns = str_at(&obj, &["metadata", "namespace"])
+            .unwrap_or("")
+            .to_string();
         if def.namespaced {
             let ns = ns.unwrap_or("");
             if !body_ns.is_empty() && body_ns != ns {
@@ -712,8 +777,12 @@ impl Sim {
         } else {
             meta_mut(&mut obj).remove("namespace");
         }
-        let mut name = str_at(&obj, &["metadata", "name"]).unwrap_or("").to_string();
-        let generate = str_at(&obj, &["metadata", "generateName"]).unwrap_or("").to_string();
+        let mut name = str_at(&obj, &["metadata", "name"])
+            .unwrap_or("")
+            .to_string();
+        let generate = str_at(&obj, &["metadata", "generateName"])
+            .unwrap_or("")
+            .to_string();
         if name.is_empty() && !generate.is_empty() {
             name = format!("{generate}{}", random_suffix(5));
             meta_mut(&mut obj).insert("name".into(), json!(name));
@@ -730,7 +799,15 @@ impl Sim {
         }
         {
             let m = meta_mut(&mut obj);
-            for k in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"] {
+            for k in [
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+                "generation",
+            ] {
                 m.remove(k);
             }
         }
@@ -743,7 +820,13 @@ impl Sim {
         obj["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
-            defaults::prepare_for_create(&def.group, &body_version, &def.kind, &mut obj, &timestamp(now()));
+            defaults::prepare_for_create(
+                &def.group,
+                &body_version,
+                &def.kind,
+                &mut obj,
+                &timestamp(now()),
+            );
         }
         self.mutate_on_create(def, &mut obj, user);
         let mut t = self.store.lock();
@@ -759,7 +842,10 @@ impl Sim {
         }
         let causes = self.validate(def, &obj, None);
         if !causes.is_empty() {
-            return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &causes));
+            return Err(ApiError::invalid(
+                Subject::new(&def.group, &def.kind, &name),
+                &causes,
+            ));
         }
         let uid = uuid::Uuid::new_v4().to_string();
         {
@@ -774,16 +860,18 @@ impl Sim {
             defaults::job_selector_and_labels(&mut obj, &uid);
             let causes = self.validate(def, &obj, None);
             if !causes.is_empty() {
-                return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &causes));
+                return Err(ApiError::invalid(
+                    Subject::new(&def.group, &def.kind, &name),
+                    &causes,
+                ));
             }
         }
         if def.kind == "Service" && def.group.is_empty() {
             self.allocate_cluster_ip(&mut obj, &subject)?;
         }
         if def.kind == "CustomResourceDefinition" {
-            crate::crd::accept(&mut obj).map_err(|c| {
-                ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &c)
-            })?;
+            crate::crd::accept(&mut obj)
+                .map_err(|c| ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &c))?;
         }
         if dry_run {
             return Ok(Arc::new(obj));
@@ -820,12 +908,15 @@ impl Sim {
         let nsdef = ResKey::new("", "namespaces");
         match t.get(&nsdef, "", ns) {
             None => Err(ApiError::not_found(Subject::new("", "namespaces", ns))),
-            Some(n) if !n["metadata"]["deletionTimestamp"].is_null() || n["status"]["phase"] == "Terminating" => {
+            Some(n)
+                if !n["metadata"]["deletionTimestamp"].is_null()
+                    || n["status"]["phase"] == "Terminating" =>
+            {
                 let mut e = ApiError::forbidden(
                     subject.clone(),
                     &format!("unable to create new content in namespace {ns} because it is being terminated"),
                 );
-                if let Some(d) = e.details.as_mut() {
+                if let Some(d) = e.details.as_deref_mut() {
                     d["causes"] = json!([{"reason": "NamespaceTerminating",
                                           "message": format!("namespace {ns} is being terminated"),
                                           "field": "metadata.namespace"}]);
@@ -838,17 +929,24 @@ impl Sim {
 
     /// ServiceAccount admission: the pod's service account must exist; mount its token.
     fn admit_pod(&self, t: &Txn, pod: &mut Value, subject: &Subject) -> ApiResult<()> {
-        let ns = str_at(pod, &["metadata", "namespace"]).unwrap_or("").to_string();
+        let ns = str_at(pod, &["metadata", "namespace"])
+            .unwrap_or("")
+            .to_string();
         let sa = str_at(pod, &["spec", "serviceAccountName"])
             .filter(|s| !s.is_empty())
             .or_else(|| str_at(pod, &["spec", "serviceAccount"]).filter(|s| !s.is_empty()))
             .unwrap_or("default")
             .to_string();
         let is_mirror = pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string();
-        if !is_mirror && t.get(&ResKey::new("", "serviceaccounts"), &ns, &sa).is_none() {
+        if !is_mirror
+            && t.get(&ResKey::new("", "serviceaccounts"), &ns, &sa)
+                .is_none()
+        {
             return Err(ApiError::forbidden(
                 subject.clone(),
-                &format!("error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"),
+                &format!(
+                    "error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"
+                ),
             ));
         }
         if !is_mirror {
@@ -862,11 +960,15 @@ impl Sim {
     }
 
     fn allocate_cluster_ip(&self, svc: &mut Value, subject: &Subject) -> ApiResult<()> {
-        let ty = str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP").to_string();
+        let ty = str_at(svc, &["spec", "type"])
+            .unwrap_or("ClusterIP")
+            .to_string();
         if ty == "ExternalName" {
             return Ok(());
         }
-        let requested = str_at(svc, &["spec", "clusterIP"]).unwrap_or("").to_string();
+        let requested = str_at(svc, &["spec", "clusterIP"])
+            .unwrap_or("")
+            .to_string();
         let mut ips = self.ips.lock().unwrap_or_else(|p| p.into_inner());
         let ip = match requested.as_str() {
             "None" => "None".to_string(),
@@ -898,7 +1000,9 @@ impl Sim {
     fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
         if def.custom.is_some() {
             let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
-            return validation::validate_name(&def.kind, name).into_iter().collect();
+            return validation::validate_name(&def.kind, name)
+                .into_iter()
+                .collect();
         }
         validation::validate(&def.group, &def.version, &def.kind, obj, old)
     }
@@ -931,16 +1035,21 @@ impl Sim {
             .ok_or_else(|| ApiError::not_found(Subject::new(&def.group, &def.resource, name)))?;
         let mut next = change(&current)?;
         if !next.is_object() {
-            return Err(ApiError::bad_request("the object provided is not a JSON object"));
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
         }
         let subject = Subject::new(&def.group, &def.resource, name);
         // Optimistic concurrency: a resourceVersion in the request must be the current one.
-        if let Some(rv) = str_at(&next, &["metadata", "resourceVersion"]).filter(|s| !s.is_empty()) {
+        if let Some(rv) = str_at(&next, &["metadata", "resourceVersion"]).filter(|s| !s.is_empty())
+        {
             if Some(rv) != str_at(&current, &["metadata", "resourceVersion"]) {
                 return Err(ApiError::stale(subject));
             }
         }
-        let body_name = str_at(&next, &["metadata", "name"]).unwrap_or("").to_string();
+        let body_name = str_at(&next, &["metadata", "name"])
+            .unwrap_or("")
+            .to_string();
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
@@ -987,7 +1096,16 @@ impl Sim {
         {
             let cm = current["metadata"].as_object().cloned().unwrap_or_default();
             let m = meta_mut(&mut next);
-            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "generateName"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "name",
+                "namespace",
+                "generateName",
+            ] {
                 match cm.get(k) {
                     Some(v) => {
                         m.insert(k.into(), v.clone());
@@ -1009,13 +1127,20 @@ impl Sim {
         // No new finalizers while deleting.
         if !current["metadata"]["deletionTimestamp"].is_null() {
             let old = finalizers(&current);
-            let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old.contains(f)).collect();
+            let added: Vec<String> = finalizers(&next)
+                .into_iter()
+                .filter(|f| !old.contains(f))
+                .collect();
             if !added.is_empty() {
                 let msg = format!(
                     "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
                     added.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ")
                 );
-                let cause = FieldCause { reason: "FieldValueForbidden", message: msg, field: "metadata.finalizers".into() };
+                let cause = FieldCause {
+                    reason: "FieldValueForbidden",
+                    message: msg,
+                    field: "metadata.finalizers".into(),
+                };
                 return Err(ApiError::invalid(
                     Subject::new(&def.group, &def.kind, name),
                     &[cause.clone(), cause],
@@ -1024,7 +1149,10 @@ impl Sim {
         }
         let causes = self.validate(def, &next, Some(&current));
         if !causes.is_empty() {
-            return Err(ApiError::invalid(Subject::new(&def.group, &def.kind, name), &causes));
+            return Err(ApiError::invalid(
+                Subject::new(&def.group, &def.kind, name),
+                &causes,
+            ));
         }
         if def.kind == "Service" && def.group.is_empty() {
             // The cluster IP is immutable and kept when a client leaves it out.
@@ -1083,7 +1211,9 @@ impl Sim {
     /// Nothing holds this object any more: no finalizers (and for a namespace, no spec finalizers).
     fn finalized(&self, def: &ResourceDef, obj: &Value) -> bool {
         let spec_fins = def.kind == "Namespace"
-            && obj["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+            && obj["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
         finalizers(obj).is_empty() && !spec_fins
     }
 
@@ -1093,15 +1223,20 @@ impl Sim {
             .unwrap_or_else(|| Arc::new(Value::Null));
         if def.kind == "Service" && def.group.is_empty() {
             if let Some(ip) = gone["spec"]["clusterIP"].as_str() {
-                self.ips.lock().unwrap_or_else(|p| p.into_inner()).release(ip);
+                self.ips
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .release(ip);
             }
         }
         if def.kind == "CustomResourceDefinition" {
             let crd_name = name.to_string();
             for r in self.registry.unregister_crd(&crd_name) {
                 // Custom resources go with their definition.
-                let keys: Vec<(String, String)> =
-                    t.range(&r.key(), None, None).map(|(k, _)| k.clone()).collect();
+                let keys: Vec<(String, String)> = t
+                    .range(&r.key(), None, None)
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 for (ns, n) in keys {
                     t.remove(&r.key(), &ns, &n);
                 }
@@ -1125,7 +1260,13 @@ impl Sim {
         if !def.has_verb("patch") {
             return Err(ApiError::method_not_allowed("patch"));
         }
-        let ct = req.content_type.split(';').next().unwrap_or("").trim().to_string();
+        let ct = req
+            .content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
         if ct == "application/apply-patch+yaml" {
             return self.server_side_apply(def, ns, name, sub, req, user);
         }
@@ -1154,7 +1295,12 @@ impl Sim {
     }
 
     /// Apply the request's patch (by content type) to `current` as served.
-    pub fn apply_patch(&self, def: &ResourceDef, current: &Value, req: &ApiRequest) -> ApiResult<Value> {
+    pub fn apply_patch(
+        &self,
+        def: &ResourceDef,
+        current: &Value,
+        req: &ApiRequest,
+    ) -> ApiResult<Value> {
         let ct = req.content_type.split(';').next().unwrap_or("").trim();
         let served = self.present(def, current);
         let patch: Value = serde_json::from_slice(&req.body)
@@ -1166,8 +1312,11 @@ impl Sim {
                 Ok(doc)
             }
             "application/json-patch+json" => {
-                let ops: json_patch::Patch = serde_json::from_value(patch)
-                    .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: {e}")))?;
+                let ops: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the server rejected our request due to an error in our request: {e}"
+                    ))
+                })?;
                 let mut doc = served;
                 json_patch::patch(&mut doc, &ops).map_err(|e| {
                     let msg = e.to_string();
@@ -1184,7 +1333,9 @@ impl Sim {
                     return Err(ApiError::unsupported_media(ct));
                 }
                 if !patch.is_object() {
-                    return Err(ApiError::bad_request("error decoding patch: expected a JSON object"));
+                    return Err(ApiError::bad_request(
+                        "error decoding patch: expected a JSON object",
+                    ));
                 }
                 strategic_merge::apply(&def.kind, &served, &patch).map_err(patch_error)
             }
@@ -1207,7 +1358,8 @@ impl Sim {
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         }
-        let text = std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let text =
+            std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let y: serde_yaml::Value = serde_yaml::from_str(text)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
         let applied = serde_json::to_value(y).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -1215,18 +1367,27 @@ impl Sim {
             return Err(ApiError::bad_request("apply patch must be an object"));
         }
         let (applied, warnings) = self.check_fields(def, applied, req)?;
-        let existing = self
-            .store
-            .lock()
-            .get(&def.key(), if def.namespaced { ns.unwrap_or("") } else { "" }, name);
+        let existing = self.store.lock().get(
+            &def.key(),
+            if def.namespaced { ns.unwrap_or("") } else { "" },
+            name,
+        );
         match existing {
             None if sub.is_none() => {
                 let mut obj = applied;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
-                let created = self.create_object(def, ns, obj, user, req.param("dryRun").is_some())?;
-                Ok(with_warnings(ApiResponse::json(201, self.present(def, &created)), warnings))
+                let created =
+                    self.create_object(def, ns, obj, user, req.param("dryRun").is_some())?;
+                Ok(with_warnings(
+                    ApiResponse::json(201, self.present(def, &created)),
+                    warnings,
+                ))
             }
-            None => Err(ApiError::not_found(Subject::new(&def.group, &def.resource, name))),
+            None => Err(ApiError::not_found(Subject::new(
+                &def.group,
+                &def.resource,
+                name,
+            ))),
             Some(_) => {
                 let out = self.update_object(def, ns, name, sub, user, req, |cur| {
                     let mut applied = applied.clone();
@@ -1260,7 +1421,9 @@ impl Sim {
             return Err(ApiError::bad_request("DeleteOptions must be an object"));
         }
         if let Some(g) = req.param("gracePeriodSeconds") {
-            opts["gracePeriodSeconds"] = json!(g.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
+            opts["gracePeriodSeconds"] = json!(g
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
         }
         if let Some(p) = req.param("propagationPolicy") {
             opts["propagationPolicy"] = json!(p);
@@ -1278,7 +1441,13 @@ impl Sim {
         Ok(opts)
     }
 
-    fn delete(&self, def: &Arc<ResourceDef>, ns: Option<&str>, name: &str, req: &ApiRequest) -> ApiResult<ApiResponse> {
+    fn delete(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        req: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
         if !def.has_verb("delete") {
             return Err(ApiError::method_not_allowed("delete"));
         }
@@ -1303,7 +1472,10 @@ impl Sim {
         dry: bool,
     ) -> ApiResult<(u16, Value)> {
         let (ns, name) = obj_key(current);
-        if def.kind == "Namespace" && def.group.is_empty() && matches!(name.as_str(), "default" | "kube-system" | "kube-public") {
+        if def.kind == "Namespace"
+            && def.group.is_empty()
+            && matches!(name.as_str(), "default" | "kube-system" | "kube-public")
+        {
             return Err(ApiError::forbidden(
                 Subject::new("", "namespaces", &name),
                 "this namespace may not be deleted",
@@ -1320,7 +1492,9 @@ impl Sim {
             }
         }
         if let Some(rv) = pre["resourceVersion"].as_str() {
-            let actual = current["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            let actual = current["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("");
             if rv != actual {
                 return Err(ApiError::conflict(
                     Subject::new(&def.group, &def.kind, &name),
@@ -1338,13 +1512,20 @@ impl Sim {
                 .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
                 .unwrap_or(30)
                 .max(0);
-            let unbound = str_at(current, &["spec", "nodeName"]).unwrap_or("").is_empty();
-            let finished = matches!(str_at(current, &["status", "phase"]), Some("Succeeded" | "Failed"));
+            let unbound = str_at(current, &["spec", "nodeName"])
+                .unwrap_or("")
+                .is_empty();
+            let finished = matches!(
+                str_at(current, &["status", "phase"]),
+                Some("Succeeded" | "Failed")
+            );
             if unbound || finished {
                 grace = 0;
             }
             if already_deleting {
-                let existing = current["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+                let existing = current["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0);
                 if grace >= existing && grace > 0 {
                     return Ok((200, self.present(def, current)));
                 }
@@ -1375,13 +1556,17 @@ impl Sim {
             "Background" => fins.retain(|f| f != "orphan" && f != "foregroundDeletion"),
             _ => {}
         }
-        let spec_fins = def.kind == "Namespace" && next["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+        let spec_fins = def.kind == "Namespace"
+            && next["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
         if fins.is_empty() && !spec_fins && grace == 0 {
             if dry {
                 return Ok((200, self.present(def, current)));
             }
             let gone = self.remove_locked(t, def, &ns, &name);
-            let returns_object = def.group.is_empty() && matches!(def.kind.as_str(), "Pod" | "Service" | "Namespace")
+            let returns_object = def.group.is_empty()
+                && matches!(def.kind.as_str(), "Pod" | "Service" | "Namespace")
                 || def.custom.is_some();
             if returns_object {
                 let mut shown = self.present(def, &gone);
@@ -1392,7 +1577,8 @@ impl Sim {
                 }
                 return Ok((200, shown));
             }
-            let mut details = json!({"name": name, "kind": def.resource, "uid": current["metadata"]["uid"]});
+            let mut details =
+                json!({"name": name, "kind": def.resource, "uid": current["metadata"]["uid"]});
             if !def.group.is_empty() {
                 details["group"] = json!(def.group);
             }
@@ -1428,11 +1614,15 @@ impl Sim {
             return Ok((200, self.present(def, &next)));
         }
         let stored = t.put(&def.key(), next);
-        let code = if def.group.is_empty() && def.kind == "Pod" { 200 } else { 200 };
-        Ok((code, self.present(def, &stored)))
+        Ok((200, self.present(def, &stored)))
     }
 
-    fn delete_collection(&self, def: &Arc<ResourceDef>, ns: Option<&str>, req: &ApiRequest) -> ApiResult<ApiResponse> {
+    fn delete_collection(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        req: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
         if !def.has_verb("deletecollection") {
             return Err(ApiError::method_not_allowed("deletecollection"));
         }
@@ -1462,17 +1652,31 @@ impl Sim {
 
     // ----- subresources -----
 
-    fn scale(&self, def: &Arc<ResourceDef>, ns: Option<&str>, name: &str, req: &ApiRequest, user: &User) -> ApiResult<ApiResponse> {
+    fn scale(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
         let paths = scale_paths(def);
         let current = self.get_object(def, ns, name)?;
         let scale_of = |obj: &Value| -> Value {
             let mut md = json!({});
-            for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+            for k in [
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+            ] {
                 if let Some(v) = obj["metadata"].get(k) {
                     md[k] = v.clone();
                 }
             }
-            let mut status = json!({"replicas": pointer(obj, &paths.1).cloned().unwrap_or(json!(0))});
+            let mut status =
+                json!({"replicas": pointer(obj, &paths.1).cloned().unwrap_or(json!(0))});
             if let Some(sel) = paths.2.as_ref().and_then(|p| pointer(obj, p)) {
                 status["selector"] = match sel {
                     Value::String(s) => json!(s),
@@ -1498,7 +1702,8 @@ impl Sim {
                             let ops: json_patch::Patch = serde_json::from_value(patch)
                                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
                             let mut doc = scale;
-                            json_patch::patch(&mut doc, &ops).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                            json_patch::patch(&mut doc, &ops)
+                                .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
                             doc
                         }
                         _ => {
@@ -1514,19 +1719,26 @@ impl Sim {
                 if replicas < 0 {
                     return Err(ApiError::invalid(
                         Subject::new("autoscaling", "Scale", name),
-                        &[FieldCause { reason: "FieldValueInvalid", message: format!("Invalid value: {replicas}: must be greater than or equal to 0"), field: "spec.replicas".into() }],
+                        &[FieldCause {
+                            reason: "FieldValueInvalid",
+                            message: format!(
+                                "Invalid value: {replicas}: must be greater than or equal to 0"
+                            ),
+                            field: "spec.replicas".into(),
+                        }],
                     ));
                 }
                 let rv = desired["metadata"]["resourceVersion"].clone();
                 let spec_path = paths.0.clone();
-                let resp = self.update_object(def, ns, name, Some("scale"), user, req, move |cur| {
-                    let mut next = cur.clone();
-                    if rv.is_string() {
-                        next["metadata"]["resourceVersion"] = rv;
-                    }
-                    set_pointer(&mut next, &spec_path, json!(replicas));
-                    Ok(next)
-                })?;
+                let resp =
+                    self.update_object(def, ns, name, Some("scale"), user, req, move |cur| {
+                        let mut next = cur.clone();
+                        if rv.is_string() {
+                            next["metadata"]["resourceVersion"] = rv;
+                        }
+                        set_pointer(&mut next, &spec_path, json!(replicas));
+                        Ok(next)
+                    })?;
                 let obj = match &resp.body {
                     crate::request::Body::Json(v) => v.clone(),
                     _ => Value::Null,
@@ -1537,17 +1749,29 @@ impl Sim {
         }
     }
 
-    fn bind(&self, _def: &ResourceDef, ns: &str, name: Option<&str>, binding: Value) -> ApiResult<ApiResponse> {
+    fn bind(
+        &self,
+        _def: &ResourceDef,
+        ns: &str,
+        name: Option<&str>,
+        binding: Value,
+    ) -> ApiResult<ApiResponse> {
         let pod_name = name
             .map(String::from)
             .or_else(|| str_at(&binding, &["metadata", "name"]).map(String::from))
             .unwrap_or_default();
-        let node = str_at(&binding, &["target", "name"]).unwrap_or("").to_string();
+        let node = str_at(&binding, &["target", "name"])
+            .unwrap_or("")
+            .to_string();
         let subject = Subject::new("", "pods/binding", &pod_name);
         if node.is_empty() {
             return Err(ApiError::invalid(
                 Subject::new("", "Binding", &pod_name),
-                &[FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "target.name".into() }],
+                &[FieldCause {
+                    reason: "FieldValueRequired",
+                    message: "Required value".into(),
+                    field: "target.name".into(),
+                }],
             ));
         }
         let pods = ResKey::new("", "pods");
@@ -1556,7 +1780,10 @@ impl Sim {
             .get(&pods, ns, &pod_name)
             .ok_or_else(|| ApiError::not_found(Subject::new("", "pods", &pod_name)))?;
         if !pod["metadata"]["deletionTimestamp"].is_null() {
-            return Err(ApiError::conflict(subject, &format!("pod {pod_name} is being deleted, cannot be assigned to a host")));
+            return Err(ApiError::conflict(
+                subject,
+                &format!("pod {pod_name} is being deleted, cannot be assigned to a host"),
+            ));
         }
         if let Some(existing) = str_at(&pod, &["spec", "nodeName"]).filter(|s| !s.is_empty()) {
             return Err(ApiError::conflict(
@@ -1578,10 +1805,15 @@ impl Sim {
         if !next["status"].is_object() {
             next["status"] = json!({});
         }
-        let mut conds: Vec<Value> = next["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let mut conds: Vec<Value> = next["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         conds.retain(|c| c["type"] != "PodScheduled");
-        conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                          "lastTransitionTime": timestamp(now())}));
+        conds.push(
+            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                          "lastTransitionTime": timestamp(now())}),
+        );
         next["status"]["conditions"] = json!(conds);
         t.put(&pods, next);
         Ok(ApiResponse::json(201, success(Some(201), None)))
@@ -1604,7 +1836,10 @@ impl Sim {
             })
             .map(|(_, p)| p.clone())
             .collect();
-        let terminal = matches!(str_at(&pod, &["status", "phase"]), Some("Succeeded" | "Failed"));
+        let terminal = matches!(
+            str_at(&pod, &["status", "phase"]),
+            Some("Succeeded" | "Failed")
+        );
         let pending = str_at(&pod, &["status", "phase"]) == Some("Pending");
         if matching.len() > 1 {
             return Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."));
@@ -1621,9 +1856,13 @@ impl Sim {
             if allowed <= 0 {
                 let healthy = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);
                 let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
-                let mut e = ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
-                e.details = Some(json!({"causes": [{"reason": "DisruptionBudget",
-                    "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently")}]}));
+                let mut e = ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                );
+                e.details = Some(Box::new(json!({"causes": [{"reason": "DisruptionBudget",
+                    "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently")}]})));
                 return Err(e);
             }
             let mut next = (**pdb).clone();
@@ -1634,7 +1873,11 @@ impl Sim {
             next["status"]["disruptedPods"][name] = json!(timestamp(now()));
             t.put(&pdbs, next);
         }
-        let opts = if eviction["deleteOptions"].is_object() { eviction["deleteOptions"].clone() } else { json!({}) };
+        let opts = if eviction["deleteOptions"].is_object() {
+            eviction["deleteOptions"].clone()
+        } else {
+            json!({})
+        };
         let def = self.def("", "v1", "pods");
         self.delete_locked(&mut t, &def, &pod, &opts, false)?;
         Ok(ApiResponse::json(201, success(Some(201), None)))
@@ -1642,14 +1885,21 @@ impl Sim {
 
     fn token_request(&self, ns: &str, sa: &str, body: Value) -> ApiResult<ApiResponse> {
         let sa_obj = self.get_object(&self.def("", "v1", "serviceaccounts"), Some(ns), sa)?;
-        let ttl = body["spec"]["expirationSeconds"].as_i64().unwrap_or(3600).max(600);
+        let ttl = body["spec"]["expirationSeconds"]
+            .as_i64()
+            .unwrap_or(3600)
+            .max(600);
         let token = format!("kube-sim.{}", random_suffix(40));
         self.register_token(
             &token,
             User {
                 name: format!("system:serviceaccount:{ns}:{sa}"),
                 uid: sa_obj["metadata"]["uid"].as_str().unwrap_or("").to_string(),
-                groups: vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}"), "system:authenticated".into()],
+                groups: vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{ns}"),
+                    "system:authenticated".into(),
+                ],
             },
         );
         let mut out = json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
@@ -1658,7 +1908,9 @@ impl Sim {
                      "expirationSeconds": ttl, "boundObjectRef": body["spec"]["boundObjectRef"].clone()},
             "status": {"token": token, "expirationTimestamp": timestamp(now() + chrono::Duration::seconds(ttl))}});
         if out["spec"]["boundObjectRef"].is_null() {
-            out["spec"].as_object_mut().map(|m| m.remove("boundObjectRef"));
+            out["spec"]
+                .as_object_mut()
+                .map(|m| m.remove("boundObjectRef"));
         }
         Ok(ApiResponse::json(201, out))
     }
@@ -1676,8 +1928,10 @@ impl Sim {
             "TokenReview" => {
                 let token = str_at(&out, &["spec", "token"]).unwrap_or("").to_string();
                 out["status"] = match self.user_for_token(&token) {
-                    Some(u) => json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": u.groups},
-                                      "audiences": out["spec"]["audiences"].clone()}),
+                    Some(u) => {
+                        json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": u.groups},
+                                      "audiences": out["spec"]["audiences"].clone()})
+                    }
                     None => json!({"user": {}, "error": "invalid bearer token"}),
                 };
             }
@@ -1716,7 +1970,10 @@ fn body_ns_or(ns: Option<&str>, def: &ResourceDef) -> String {
 
 fn with_warnings(mut r: ApiResponse, warnings: Vec<String>) -> ApiResponse {
     for w in warnings {
-        r.headers.push(("Warning".into(), format!("299 - \"{}\"", w.replace('"', "\\\""))));
+        r.headers.push((
+            "Warning".into(),
+            format!("299 - \"{}\"", w.replace('"', "\\\"")),
+        ));
     }
     r
 }
@@ -1751,7 +2008,8 @@ pub fn partial_metadata(obj: &Value) -> Value {
 }
 
 pub fn encode_continue(rv: u64, start: &str) -> String {
-    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")}).to_string();
+    let raw =
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")}).to_string();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
@@ -1773,8 +2031,12 @@ fn scale_paths(def: &ResourceDef) -> (String, String, Option<String>) {
     if let Some(s) = def.custom.as_ref().and_then(|c| c.scale.clone()) {
         return (s.spec_replicas, s.status_replicas, s.label_selector);
     }
-    let sel = if def.kind == "ReplicationController" { ".spec.selector" } else { ".spec.selector" };
-    (".spec.replicas".into(), ".status.replicas".into(), Some(sel.into()))
+    // ReplicationController's selector is a plain map; selector_string handles both shapes.
+    (
+        ".spec.replicas".into(),
+        ".status.replicas".into(),
+        Some(".spec.selector".into()),
+    )
 }
 
 fn pointer<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
@@ -1811,7 +2073,10 @@ fn selector_string(sel: &Value) -> String {
     if let Some(exprs) = sel["matchExpressions"].as_array() {
         for e in exprs {
             let key = e["key"].as_str().unwrap_or("");
-            let vals: Vec<&str> = e["values"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let vals: Vec<&str> = e["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             match e["operator"].as_str().unwrap_or("") {
                 "In" => parts.push(format!("{key} in ({})", vals.join(","))),
                 "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
@@ -1831,7 +2096,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_in_upstream_format() {
         let t = encode_continue(224, "page1");
-        assert_eq!(t, "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjI0LCJzdGFydCI6InBhZ2UxXHUwMDAwIn0");
+        assert_eq!(
+            t,
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjI0LCJzdGFydCI6InBhZ2UxXHUwMDAwIn0"
+        );
         assert_eq!(decode_continue(&t), Some((224, "page1".to_string())));
         assert_eq!(decode_continue("garbage"), None);
     }
@@ -1849,7 +2117,10 @@ mod tests {
 
     #[test]
     fn selectors_print_like_upstream() {
-        assert_eq!(selector_string(&json!({"matchLabels": {"app": "web"}})), "app=web");
+        assert_eq!(
+            selector_string(&json!({"matchLabels": {"app": "web"}})),
+            "app=web"
+        );
         assert_eq!(selector_string(&json!({"app": "web"})), "app=web");
     }
 }

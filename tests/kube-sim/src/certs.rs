@@ -41,11 +41,16 @@ impl ClusterPki {
             "kubernetes.default.svc".to_string(),
             "kubernetes.default.svc.cluster.local".to_string(),
         ])?;
-        let mut ips: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap_or(addr.ip()), "::1".parse().unwrap_or(addr.ip())];
+        let mut ips: Vec<IpAddr> = vec![
+            "127.0.0.1".parse().unwrap_or(addr.ip()),
+            "::1".parse().unwrap_or(addr.ip()),
+        ];
         if !addr.ip().is_unspecified() && !ips.contains(&addr.ip()) {
             ips.push(addr.ip());
         }
-        serving.subject_alt_names.extend(ips.into_iter().map(SanType::IpAddress));
+        serving
+            .subject_alt_names
+            .extend(ips.into_iter().map(SanType::IpAddress));
         serving.distinguished_name = dn("kube-apiserver", None);
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_cert = serving.signed_by(&serving_key, &issuer)?;
@@ -73,7 +78,11 @@ impl ClusterPki {
     }
 
     /// Issue a client certificate for `user` in `groups`, signed by the cluster CA.
-    pub fn client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String), rcgen::Error> {
+    pub fn client_cert(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), rcgen::Error> {
         let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca_pem, ca_key)?;
         let key = KeyPair::generate()?;
@@ -100,7 +109,12 @@ fn dn(cn: &str, org: Option<&str>) -> DistinguishedName {
 }
 
 /// A kubeconfig (YAML) for `server`, with the CA and either a client certificate or a token.
-pub fn kubeconfig(server: &str, ca_pem: Option<&str>, cert: Option<(&str, &str)>, token: Option<&str>) -> String {
+pub fn kubeconfig(
+    server: &str,
+    ca_pem: Option<&str>,
+    cert: Option<(&str, &str)>,
+    token: Option<&str>,
+) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     let mut cluster = format!("    server: {server}\n");
     if let Some(ca) = ca_pem {

@@ -8,7 +8,16 @@ use crate::api::{now, timestamp};
 use crate::resources::{CustomInfo, Registry, ResourceDef, ScalePaths, SubresourceDef};
 use crate::validation::FieldCause;
 
-const VERBS: [&str; 8] = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
 
 fn cause(field: &str, message: String) -> FieldCause {
     FieldCause {
@@ -27,13 +36,25 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
     let name = crd["metadata"]["name"].as_str().unwrap_or("");
     let mut causes = Vec::new();
     if group.is_empty() {
-        causes.push(FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "spec.group".into() });
+        causes.push(FieldCause {
+            reason: "FieldValueRequired",
+            message: "Required value".into(),
+            field: "spec.group".into(),
+        });
     }
     if plural.is_empty() {
-        causes.push(FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "spec.names.plural".into() });
+        causes.push(FieldCause {
+            reason: "FieldValueRequired",
+            message: "Required value".into(),
+            field: "spec.names.plural".into(),
+        });
     }
     if kind.is_empty() {
-        causes.push(FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "spec.names.kind".into() });
+        causes.push(FieldCause {
+            reason: "FieldValueRequired",
+            message: "Required value".into(),
+            field: "spec.names.kind".into(),
+        });
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
         causes.push(cause(
@@ -45,17 +66,32 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
     if scope != "Namespaced" && scope != "Cluster" {
         causes.push(FieldCause {
             reason: "FieldValueNotSupported",
-            message: format!("Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""),
+            message: format!(
+                "Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
             field: "spec.scope".into(),
         });
     }
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     if versions.is_empty() {
-        causes.push(FieldCause { reason: "FieldValueRequired", message: "Required value: must have at least one version".into(), field: "spec.versions".into() });
+        causes.push(FieldCause {
+            reason: "FieldValueRequired",
+            message: "Required value: must have at least one version".into(),
+            field: "spec.versions".into(),
+        });
     }
-    let storage: Vec<&Value> = versions.iter().filter(|v| v["storage"] == json!(true)).collect();
+    let storage: Vec<&Value> = versions
+        .iter()
+        .filter(|v| v["storage"] == json!(true))
+        .collect();
     if !versions.is_empty() && storage.len() != 1 {
-        causes.push(cause("spec.versions", format!("Invalid value: {}: must have exactly one version marked as storage version", versions.len())));
+        causes.push(cause(
+            "spec.versions",
+            format!(
+                "Invalid value: {}: must have exactly one version marked as storage version",
+                versions.len()
+            ),
+        ));
     }
     if !causes.is_empty() {
         return Err(causes);
@@ -70,7 +106,10 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
         names["listKind"] = json!(format!("{kind}List"));
     }
     crd["spec"]["names"] = names.clone();
-    let mut stored: Vec<Value> = crd["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+    let mut stored: Vec<Value> = crd["status"]["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if !stored.contains(&storage_version) {
         stored.push(storage_version);
     }
@@ -90,7 +129,13 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
     let spec = &crd["spec"];
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let strings = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let group = s(&spec["group"]);
     let names = &spec["names"];
@@ -103,15 +148,38 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
         let mut subresources = Vec::new();
         let status = v["subresources"]["status"].is_object();
         if status {
-            subresources.push(SubresourceDef { name: "status".into(), group: String::new(), version: String::new(), kind: kind.clone(), verbs: vec!["get".into(), "patch".into(), "update".into()] });
+            subresources.push(SubresourceDef {
+                name: "status".into(),
+                group: String::new(),
+                version: String::new(),
+                kind: kind.clone(),
+                verbs: vec!["get".into(), "patch".into(), "update".into()],
+            });
         }
         let scale = v["subresources"]["scale"].as_object().map(|sc| ScalePaths {
-            spec_replicas: sc.get("specReplicasPath").and_then(Value::as_str).unwrap_or(".spec.replicas").to_string(),
-            status_replicas: sc.get("statusReplicasPath").and_then(Value::as_str).unwrap_or(".status.replicas").to_string(),
-            label_selector: sc.get("labelSelectorPath").and_then(Value::as_str).map(String::from),
+            spec_replicas: sc
+                .get("specReplicasPath")
+                .and_then(Value::as_str)
+                .unwrap_or(".spec.replicas")
+                .to_string(),
+            status_replicas: sc
+                .get("statusReplicasPath")
+                .and_then(Value::as_str)
+                .unwrap_or(".status.replicas")
+                .to_string(),
+            label_selector: sc
+                .get("labelSelectorPath")
+                .and_then(Value::as_str)
+                .map(String::from),
         });
         if scale.is_some() {
-            subresources.push(SubresourceDef { name: "scale".into(), group: "autoscaling".into(), version: "v1".into(), kind: "Scale".into(), verbs: vec!["get".into(), "patch".into(), "update".into()] });
+            subresources.push(SubresourceDef {
+                name: "scale".into(),
+                group: "autoscaling".into(),
+                version: "v1".into(),
+                kind: "Scale".into(),
+                verbs: vec!["get".into(), "patch".into(), "update".into()],
+            });
         }
         out.push(ResourceDef {
             group: group.clone(),
@@ -125,7 +193,11 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
             categories: strings(&names["categories"]),
             storage_version_hash: String::new(),
             subresources,
-            custom: Some(CustomInfo { printer_columns: v["additionalPrinterColumns"].clone(), scale, status }),
+            custom: Some(CustomInfo {
+                printer_columns: v["additionalPrinterColumns"].clone(),
+                scale,
+                status,
+            }),
         });
     }
     out

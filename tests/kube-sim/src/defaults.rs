@@ -178,7 +178,12 @@ pub fn apply_defaults(group: &str, version: &str, kind: &str, obj: &mut Value) {
         ("policy", "PodDisruptionBudget") => {
             child_or_create(o, "spec");
             if let Some(st) = child_or_create(o, "status") {
-                for k in ["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"] {
+                for k in [
+                    "disruptionsAllowed",
+                    "currentHealthy",
+                    "desiredHealthy",
+                    "expectedPods",
+                ] {
                     default_val(st, k, json!(0));
                 }
             }
@@ -269,7 +274,11 @@ pub fn admit_pod_service_account(pod: &mut Value, suffix: &str) {
 /// runs as (when the caller has it): its `automountServiceAccountToken: false` disables the
 /// token volume unless the pod sets the field itself, and its `imagePullSecrets` are copied
 /// to a pod that has none.
-pub fn admit_pod_service_account_with(pod: &mut Value, suffix: &str, service_account: Option<&Value>) {
+pub fn admit_pod_service_account_with(
+    pod: &mut Value,
+    suffix: &str,
+    service_account: Option<&Value>,
+) {
     let Some(p) = pod.as_object_mut() else {
         return;
     };
@@ -296,7 +305,10 @@ pub fn admit_pod_service_account_with(pod: &mut Value, suffix: &str, service_acc
     let sa_name = get_str(spec, "serviceAccountName").to_string();
     spec.insert("serviceAccount".into(), json!(sa_name));
 
-    let automount = match spec.get("automountServiceAccountToken").and_then(Value::as_bool) {
+    let automount = match spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+    {
         Some(b) => b,
         None => service_account
             .and_then(|sa| sa.get("automountServiceAccountToken"))
@@ -352,7 +364,8 @@ fn mount_service_account_token(spec: &mut Obj, suffix: &str) {
                     .and_then(Value::as_array)
                     .map(|ms| {
                         ms.iter().any(|m| {
-                            m.get("mountPath").and_then(Value::as_str) == Some(SERVICE_ACCOUNT_MOUNT_PATH)
+                            m.get("mountPath").and_then(Value::as_str)
+                                == Some(SERVICE_ACCOUNT_MOUNT_PATH)
                         })
                     })
                     .unwrap_or(false);
@@ -505,7 +518,9 @@ pub fn prepare_for_create(group: &str, _version: &str, kind: &str, obj: &mut Val
                             && x.get("effect").and_then(Value::as_str) == Some("NoSchedule")
                     });
                     if !present {
-                        t.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
+                        t.push(
+                            json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}),
+                        );
                     }
                 }
             }
@@ -513,7 +528,10 @@ pub fn prepare_for_create(group: &str, _version: &str, kind: &str, obj: &mut Val
         ("apps", "DaemonSet") => {
             if let Some(meta) = child_or_create(o, "metadata") {
                 if let Some(a) = child_or_create(meta, "annotations") {
-                    a.insert("deprecated.daemonset.template.generation".into(), json!("1"));
+                    a.insert(
+                        "deprecated.daemonset.template.generation".into(),
+                        json!("1"),
+                    );
                 }
             }
         }
@@ -685,7 +703,11 @@ fn default_pod_template(t: &mut Obj) {
 fn default_pod_spec(spec: &mut Obj, is_pod: bool) {
     // v1 <-> internal conversion keeps the deprecated serviceAccount in step.
     if is_unset_str(spec.get("serviceAccountName")) {
-        if let Some(sa) = spec.get("serviceAccount").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(sa) = spec
+            .get("serviceAccount")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             let sa = sa.to_string();
             spec.insert("serviceAccountName".into(), json!(sa));
         }
@@ -727,7 +749,9 @@ fn default_pod_spec(spec: &mut Obj, is_pod: bool) {
 }
 
 fn requests_from_limits(c: &mut Obj) {
-    let Some(res) = child(c, "resources") else { return };
+    let Some(res) = child(c, "resources") else {
+        return;
+    };
     let Some(limits) = res.get("limits").and_then(Value::as_object).cloned() else {
         return;
     };
@@ -745,10 +769,35 @@ fn requests_from_limits(c: &mut Obj) {
 }
 
 const VOLUME_SOURCES: &[&str] = &[
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret", "nfs",
-    "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker",
-    "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk",
-    "photonPersistentDisk", "projected", "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral",
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "ephemeral",
 ];
 
 fn default_volume(v: &mut Obj) {
@@ -940,7 +989,11 @@ pub fn parse_quantity_nanos(s: &str) -> Option<i128> {
     // mantissa as integer with `frac_len` decimal places
     let digits = format!("{int_part}{frac_part}");
     let digits = digits.trim_start_matches('0');
-    let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+    let mantissa: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
     let mut dec_exp: i32 = -(frac_part.len() as i32);
     let mut bin_mult: i128 = 1;
     match suffix {
@@ -961,7 +1014,9 @@ pub fn parse_quantity_nanos(s: &str) -> Option<i128> {
         "Pi" => bin_mult = 1 << 50,
         "Ei" => bin_mult = 1 << 60,
         other => {
-            let rest = other.strip_prefix('e').or_else(|| other.strip_prefix('E'))?;
+            let rest = other
+                .strip_prefix('e')
+                .or_else(|| other.strip_prefix('E'))?;
             let e: i32 = rest.parse().ok()?;
             if !(-40..=40).contains(&e) {
                 return None;
@@ -989,7 +1044,9 @@ pub fn parse_quantity_nanos(s: &str) -> Option<i128> {
 /// BestEffort, Burstable or Guaranteed, from the cpu/memory requests and limits of its
 /// containers and init containers.
 pub fn pod_qos_class(pod: &Value) -> &'static str {
-    pod.as_object().map(pod_qos_class_obj).unwrap_or("BestEffort")
+    pod.as_object()
+        .map(pod_qos_class_obj)
+        .unwrap_or("BestEffort")
 }
 
 fn pod_qos_class_obj(pod: &Obj) -> &'static str {
@@ -1174,7 +1231,12 @@ fn default_daemon_set(o: &mut Obj) {
         }
     }
     if let Some(st) = child_or_create(o, "status") {
-        for k in ["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"] {
+        for k in [
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+        ] {
             default_val(st, k, json!(0));
         }
     }
@@ -1196,7 +1258,10 @@ fn default_job_spec(spec: &mut Obj) {
     default_val(spec, "parallelism", json!(1));
     if is_unset(spec.get("backoffLimit")) {
         let per_index = !is_unset(spec.get("backoffLimitPerIndex"));
-        spec.insert("backoffLimit".into(), json!(if per_index { i64::from(i32::MAX) } else { 6 }));
+        spec.insert(
+            "backoffLimit".into(),
+            json!(if per_index { i64::from(i32::MAX) } else { 6 }),
+        );
     }
     default_str(spec, "completionMode", "NonIndexed");
     default_val(spec, "suspend", json!(false));
@@ -1209,7 +1274,11 @@ fn default_job_spec(spec: &mut Obj) {
     default_str(
         spec,
         "podReplacementPolicy",
-        if has_failure_policy { "Failed" } else { "TerminatingOrFailed" },
+        if has_failure_policy {
+            "Failed"
+        } else {
+            "TerminatingOrFailed"
+        },
     );
     if let Some(t) = child_or_create(spec, "template") {
         default_pod_template(t);
@@ -1322,7 +1391,11 @@ fn default_service(o: &mut Obj) {
         if headless && selectorless && get_str(spec, "ipFamilyPolicy") != "SingleStack" {
             if let Some(fams) = spec.get_mut("ipFamilies").and_then(Value::as_array_mut) {
                 if fams.len() == 1 {
-                    let other = if fams[0].as_str() == Some("IPv6") { "IPv4" } else { "IPv6" };
+                    let other = if fams[0].as_str() == Some("IPv6") {
+                        "IPv4"
+                    } else {
+                        "IPv6"
+                    };
                     fams.push(json!(other));
                 }
             }
@@ -1376,12 +1449,24 @@ pub fn base64_encode(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         out.push(ALPHABET[(n >> 18) as usize & 63] as char);
         out.push(ALPHABET[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { ALPHABET[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { ALPHABET[n as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 1 {
+            ALPHABET[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            ALPHABET[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -1456,8 +1541,15 @@ fn default_node(o: &mut Obj) {
         }
         if let Some(ni) = child_or_create(st, "nodeInfo") {
             for k in [
-                "machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
-                "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem",
+                "machineID",
+                "systemUUID",
+                "bootID",
+                "kernelVersion",
+                "osImage",
+                "containerRuntimeVersion",
+                "kubeletVersion",
+                "kubeProxyVersion",
+                "operatingSystem",
                 "architecture",
             ] {
                 default_val(ni, k, json!(""));
@@ -1475,25 +1567,46 @@ fn default_limit_range(o: &mut Obj) {
         if get_str(item, "type") != "Container" {
             return;
         }
-        let max = item.get("max").and_then(Value::as_object).cloned().unwrap_or_default();
-        let min = item.get("min").and_then(Value::as_object).cloned().unwrap_or_default();
-        let mut default = item.get("default").and_then(Value::as_object).cloned().unwrap_or_default();
+        let max = item
+            .get("max")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let min = item
+            .get("min")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut default = item
+            .get("default")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         for (k, v) in max {
             default.entry(k).or_insert(v);
         }
-        let mut default_request =
-            item.get("defaultRequest").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut default_request = item
+            .get("defaultRequest")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         for (k, v) in &default {
             default_request.entry(k.clone()).or_insert(v.clone());
         }
         for (k, v) in min {
             default_request.entry(k).or_insert(v);
         }
-        if !default.is_empty() && !item.get("default").is_some_and(|d| !d.is_object() && !d.is_null()) {
+        if !default.is_empty()
+            && !item
+                .get("default")
+                .is_some_and(|d| !d.is_object() && !d.is_null())
+        {
             item.insert("default".into(), Value::Object(default));
         }
         if !default_request.is_empty()
-            && !item.get("defaultRequest").is_some_and(|d| !d.is_object() && !d.is_null())
+            && !item
+                .get("defaultRequest")
+                .is_some_and(|d| !d.is_object() && !d.is_null())
         {
             item.insert("defaultRequest".into(), Value::Object(default_request));
         }
@@ -1673,14 +1786,24 @@ mod tests {
         if p.is_dir() {
             Some(p)
         } else {
-            println!("skipping: apiserver reference directory {} not found", p.display());
+            println!(
+                "skipping: apiserver reference directory {} not found",
+                p.display()
+            );
             None
         }
     }
 
     fn strip_server_metadata(v: &mut Value) {
         if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in ["uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "generateName"] {
+            for k in [
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "managedFields",
+                "generation",
+                "generateName",
+            ] {
                 meta.remove(k);
             }
         }
@@ -1705,7 +1828,11 @@ mod tests {
                 .flatten()
                 .filter_map(Result::ok)
                 .map(|e| e.path())
-                .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with(&prefix)))
+                .find(|p| {
+                    p.file_name()
+                        .and_then(|f| f.to_str())
+                        .is_some_and(|f| f.starts_with(&prefix))
+                })
             else {
                 continue;
             };
@@ -1777,7 +1904,10 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
         apply_defaults("", "v1", "Pod", &mut limits_only);
         assert_eq!(limits_only["status"]["qosClass"], "Guaranteed");
-        assert_eq!(limits_only["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1");
+        assert_eq!(
+            limits_only["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "1"
+        );
         // one container without memory limit -> Burstable
         let partial = json!({"spec": {"containers": [
             {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}},
@@ -1810,10 +1940,18 @@ mod tests {
         assert_eq!(image_pull_policy("nginx"), "Always");
         assert_eq!(image_pull_policy("nginx:latest"), "Always");
         assert_eq!(image_pull_policy("nginx:1.25"), "IfNotPresent");
-        assert_eq!(image_pull_policy("registry.example.com:5000/team/app"), "Always");
-        assert_eq!(image_pull_policy("registry.example.com:5000/team/app:v2"), "IfNotPresent");
         assert_eq!(
-            image_pull_policy("nginx@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+            image_pull_policy("registry.example.com:5000/team/app"),
+            "Always"
+        );
+        assert_eq!(
+            image_pull_policy("registry.example.com:5000/team/app:v2"),
+            "IfNotPresent"
+        );
+        assert_eq!(
+            image_pull_policy(
+                "nginx@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+            ),
             "IfNotPresent"
         );
         assert_eq!(image_pull_policy("Nginx"), "IfNotPresent"); // does not parse
@@ -1823,12 +1961,21 @@ mod tests {
     #[test]
     fn wrong_types_are_tolerated() {
         for (g, v, k) in [
-            ("", "v1", "Pod"), ("apps", "v1", "Deployment"), ("batch", "v1", "Job"), ("batch", "v1", "CronJob"),
-            ("", "v1", "Service"), ("apps", "v1", "StatefulSet"), ("", "v1", "Secret"), ("", "v1", "Node"),
-            ("autoscaling", "v2", "HorizontalPodAutoscaler"), ("", "v1", "LimitRange"),
+            ("", "v1", "Pod"),
+            ("apps", "v1", "Deployment"),
+            ("batch", "v1", "Job"),
+            ("batch", "v1", "CronJob"),
+            ("", "v1", "Service"),
+            ("apps", "v1", "StatefulSet"),
+            ("", "v1", "Secret"),
+            ("", "v1", "Node"),
+            ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+            ("", "v1", "LimitRange"),
         ] {
             for bad in [
-                json!(5), json!({"spec": 5}), json!({"spec": {"template": 3, "containers": "x"}}),
+                json!(5),
+                json!({"spec": 5}),
+                json!({"spec": {"template": 3, "containers": "x"}}),
                 json!({"spec": {"template": {"spec": {"containers": [1, {"ports": 4, "resources": 2}]}}}}),
                 json!({"metadata": 1, "spec": {"containers": [{"resources": {"limits": 7}}], "tolerations": 3}}),
                 json!({"stringData": 5, "spec": {"ports": [{"port": "x"}], "selector": 1}}),
@@ -1844,7 +1991,8 @@ mod tests {
 
     #[test]
     fn service_account_admission_respects_opt_out_and_existing_mounts() {
-        let mut pod = json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "c"}]}});
+        let mut pod =
+            json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "c"}]}});
         admit_pod_service_account(&mut pod, "abcde");
         assert_eq!(pod["spec"]["serviceAccountName"], "default");
         assert!(pod["spec"].get("volumes").is_none());
@@ -1853,11 +2001,23 @@ mod tests {
             {"name": "b"}], "initContainers": [{"name": "i"}]}});
         admit_pod_service_account(&mut pod, "abcde");
         assert_eq!(pod["spec"]["serviceAccount"], "builder");
-        assert_eq!(pod["spec"]["containers"][0]["volumeMounts"].as_array().map(Vec::len), Some(1));
-        assert_eq!(pod["spec"]["containers"][1]["volumeMounts"][0]["name"], "kube-api-access-abcde");
-        assert_eq!(pod["spec"]["initContainers"][0]["volumeMounts"][0]["readOnly"], true);
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(
+            pod["spec"]["containers"][1]["volumeMounts"][0]["name"],
+            "kube-api-access-abcde"
+        );
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["volumeMounts"][0]["readOnly"],
+            true
+        );
         assert_eq!(pod["spec"]["volumes"][0]["projected"]["defaultMode"], 420);
-        let sa = json!({"automountServiceAccountToken": false, "imagePullSecrets": [{"name": "reg"}]});
+        let sa =
+            json!({"automountServiceAccountToken": false, "imagePullSecrets": [{"name": "reg"}]});
         let mut pod = json!({"spec": {"containers": [{"name": "c"}]}});
         admit_pod_service_account_with(&mut pod, "abcde", Some(&sa));
         assert!(pod["spec"].get("volumes").is_none());
@@ -1873,13 +2033,19 @@ mod tests {
         assert_eq!(job["spec"]["backoffLimit"], 2147483647);
         assert_eq!(job["spec"]["parallelism"], 1);
         assert_eq!(job["spec"]["podReplacementPolicy"], "Failed");
-        assert_eq!(job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["status"], "True");
+        assert_eq!(
+            job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["status"],
+            "True"
+        );
 
         let mut svc = json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP", "ports": [{"port": 443, "targetPort": "https"}]}});
         apply_defaults("", "v1", "Service", &mut svc);
         assert_eq!(svc["spec"]["externalTrafficPolicy"], "Cluster");
         assert_eq!(svc["spec"]["allocateLoadBalancerNodePorts"], true);
-        assert_eq!(svc["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"], 10800);
+        assert_eq!(
+            svc["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            10800
+        );
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], "https");
 
         let mut headless = json!({"spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
@@ -1918,10 +2084,16 @@ mod tests {
             "spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
         let mut ds_new = json!({"metadata": {}, "spec": {"template": {"spec": {"containers": [{"name": "b"}]}}}});
         prepare_for_update("apps", "v1", "DaemonSet", &mut ds_new, &ds_old);
-        assert_eq!(ds_new["metadata"]["annotations"]["deprecated.daemonset.template.generation"], "2");
+        assert_eq!(
+            ds_new["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
+            "2"
+        );
         let mut same = ds_old.clone();
         prepare_for_update("apps", "v1", "DaemonSet", &mut same, &ds_old);
-        assert_eq!(same["metadata"]["annotations"]["deprecated.daemonset.template.generation"], "1");
+        assert_eq!(
+            same["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
+            "1"
+        );
     }
 
     #[test]

@@ -30,7 +30,10 @@ pub fn api_group_list(reg: &Registry) -> Value {
 }
 
 pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
-    let g = reg.groups().into_iter().find(|g| g.name == group && !g.name.is_empty())?;
+    let g = reg
+        .groups()
+        .into_iter()
+        .find(|g| g.name == group && !g.name.is_empty())?;
     let mut v = group_json(&g.name, &g.versions);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
@@ -65,8 +68,14 @@ pub fn api_resource_list(reg: &Registry, group: &str, version: &str) -> Option<V
             resources.push(e);
         }
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 fn aggregated_resource(r: &ResourceDef) -> Value {
@@ -102,7 +111,11 @@ pub fn aggregated(reg: &Registry, legacy: bool, api_version: &str) -> Value {
             .versions
             .iter()
             .map(|v| {
-                let rs: Vec<Value> = reg.resources_in(&g.name, v).iter().map(|r| aggregated_resource(r)).collect();
+                let rs: Vec<Value> = reg
+                    .resources_in(&g.name, v)
+                    .iter()
+                    .map(|r| aggregated_resource(r))
+                    .collect();
                 json!({"version": v, "resources": rs, "freshness": "Current"})
             })
             .collect();
@@ -156,8 +169,13 @@ pub fn openapi_index(reg: &Registry) -> Value {
     for g in reg.groups() {
         for v in &g.versions {
             let p = gv_path(&g.name, v);
-            let doc = openapi_doc(reg, &g.name, v).map(|d| d.to_string()).unwrap_or_default();
-            paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash(&doc))}));
+            let doc = openapi_doc(reg, &g.name, v)
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            paths.insert(
+                p.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash(&doc))}),
+            );
         }
     }
     json!({"paths": paths})
@@ -176,7 +194,11 @@ pub fn openapi_doc(reg: &Registry, group: &str, version: &str) -> Option<Value> 
     for r in reg.resources_in(group, version) {
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let base = if r.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}", gv_path(group, version), r.resource)
+            format!(
+                "/{}/namespaces/{{namespace}}/{}",
+                gv_path(group, version),
+                r.resource
+            )
         } else {
             format!("/{}/{}", gv_path(group, version), r.resource)
         };
@@ -187,13 +209,38 @@ pub fn openapi_doc(reg: &Registry, group: &str, version: &str) -> Option<Value> 
         };
         let mut collection = serde_json::Map::new();
         if r.has_verb("list") {
-            collection.insert("get".into(), op("list", vec![q("labelSelector"), q("fieldSelector"), q("limit"), q("continue"), q("resourceVersion"), q("watch")]));
+            collection.insert(
+                "get".into(),
+                op(
+                    "list",
+                    vec![
+                        q("labelSelector"),
+                        q("fieldSelector"),
+                        q("limit"),
+                        q("continue"),
+                        q("resourceVersion"),
+                        q("watch"),
+                    ],
+                ),
+            );
         }
         if r.has_verb("create") {
-            collection.insert("post".into(), op("post", vec![q("dryRun"), q("fieldManager"), q("fieldValidation")]));
+            collection.insert(
+                "post".into(),
+                op(
+                    "post",
+                    vec![q("dryRun"), q("fieldManager"), q("fieldValidation")],
+                ),
+            );
         }
         if r.has_verb("deletecollection") {
-            collection.insert("delete".into(), op("deletecollection", vec![q("labelSelector"), q("fieldSelector")]));
+            collection.insert(
+                "delete".into(),
+                op(
+                    "deletecollection",
+                    vec![q("labelSelector"), q("fieldSelector")],
+                ),
+            );
         }
         paths.insert(base.clone(), Value::Object(collection));
         let mut item = serde_json::Map::new();
@@ -201,18 +248,43 @@ pub fn openapi_doc(reg: &Registry, group: &str, version: &str) -> Option<Value> 
             item.insert("get".into(), op("get", vec![]));
         }
         if r.has_verb("update") {
-            item.insert("put".into(), op("put", vec![q("dryRun"), q("fieldManager"), q("fieldValidation")]));
+            item.insert(
+                "put".into(),
+                op(
+                    "put",
+                    vec![q("dryRun"), q("fieldManager"), q("fieldValidation")],
+                ),
+            );
         }
         if r.has_verb("patch") {
-            item.insert("patch".into(), op("patch", vec![q("dryRun"), q("fieldManager"), q("fieldValidation"), q("force")]));
+            item.insert(
+                "patch".into(),
+                op(
+                    "patch",
+                    vec![
+                        q("dryRun"),
+                        q("fieldManager"),
+                        q("fieldValidation"),
+                        q("force"),
+                    ],
+                ),
+            );
         }
         if r.has_verb("delete") {
-            item.insert("delete".into(), op("delete", vec![q("gracePeriodSeconds"), q("propagationPolicy"), q("dryRun")]));
+            item.insert(
+                "delete".into(),
+                op(
+                    "delete",
+                    vec![q("gracePeriodSeconds"), q("propagationPolicy"), q("dryRun")],
+                ),
+            );
         }
         if !item.is_empty() {
             paths.insert(format!("{base}/{{name}}"), Value::Object(item));
         }
     }
-    Some(json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.29.6"},
-                "paths": paths, "components": {"schemas": {}}}))
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.29.6"},
+                "paths": paths, "components": {"schemas": {}}}),
+    )
 }

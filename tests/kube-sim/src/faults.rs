@@ -55,7 +55,10 @@ impl Faults {
     pub fn take_failure(&self) -> Option<Failure> {
         let mut cur = self.fail_next.load(Ordering::SeqCst);
         while cur > 0 {
-            match self.fail_next.compare_exchange(cur, cur - 1, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .fail_next
+                .compare_exchange(cur, cur - 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => return Some(*self.failure.lock().unwrap_or_else(|p| p.into_inner())),
                 Err(now) => cur = now,
             }
@@ -107,6 +110,9 @@ mod tests {
         let g = f.clone();
         let waiter = tokio::spawn(async move { g.wait_if_paused().await });
         f.resume();
-        tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await.unwrap().unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }

@@ -75,7 +75,11 @@ impl KubeSim {
         let addr = listener.local_addr()?;
         let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
         sim.bootstrap();
-        let state = Arc::new(server::ServerState { sim: sim.clone(), addr, tls: !config.plain_http });
+        let state = Arc::new(server::ServerState {
+            sim: sim.clone(),
+            addr,
+            tls: !config.plain_http,
+        });
         let (kubeconfig, pki, tls) = if config.plain_http {
             let token = format!("kube-sim-admin.{}", api::random_suffix(32));
             sim.register_token(
@@ -100,7 +104,13 @@ impl KubeSim {
             (kc, Some(pki), Some(tls))
         };
         let task = tokio::spawn(server::serve(listener, state, tls));
-        Ok(KubeSim { addr, sim, kubeconfig, pki, task })
+        Ok(KubeSim {
+            addr,
+            sim,
+            kubeconfig,
+            pki,
+            task,
+        })
     }
 
     /// `https://ADDR` (or `http://` with plain HTTP).
@@ -120,19 +130,52 @@ impl KubeSim {
 
     /// The cluster CA (certificate PEM, key PEM), when serving HTTPS.
     pub fn ca(&self) -> Option<(&str, &str)> {
-        self.pki.as_ref().map(|p| (p.ca_pem.as_str(), p.ca_key_pem()))
+        self.pki
+            .as_ref()
+            .map(|p| (p.ca_pem.as_str(), p.ca_key_pem()))
     }
 
     /// A kubeconfig for another user, with a client certificate signed by the cluster CA.
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> anyhow::Result<String> {
-        let pki = self.pki.as_ref().ok_or_else(|| anyhow::anyhow!("plain-http clusters have no CA"))?;
+        let pki = self
+            .pki
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("plain-http clusters have no CA"))?;
         let (c, k) = pki.client_cert(user, groups)?;
-        Ok(certs::kubeconfig(&self.url(), Some(&pki.ca_pem), Some((&c, &k)), None))
+        Ok(certs::kubeconfig(
+            &self.url(),
+            Some(&pki.ca_pem),
+            Some((&c, &k)),
+            None,
+        ))
     }
 
     /// A kube-rs client authenticated as the admin.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         client_from_kubeconfig(&self.kubeconfig).await
+    }
+
+    /// Create an object directly in the store's create path (admission, defaults,
+    /// validation), bypassing HTTP: for test fixtures while serving is paused.
+    pub fn create(&self, obj: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        let api_version = obj["apiVersion"].as_str().unwrap_or("");
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = obj["kind"].as_str().unwrap_or("");
+        let def = self
+            .sim
+            .registry
+            .by_kind(group, version, kind)
+            .ok_or_else(|| anyhow::anyhow!("kube-sim does not serve {api_version} {kind}"))?;
+        let ns = obj["metadata"]["namespace"].as_str().map(String::from);
+        let admin = request::User {
+            name: "kube-sim".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into()],
+        };
+        let created = self
+            .sim
+            .create_object(&def, ns.as_deref(), obj, &admin, false)?;
+        Ok((*created).clone())
     }
 
     pub fn faults(&self) -> &faults::Faults {
@@ -153,7 +196,8 @@ impl Drop for KubeSim {
 
 pub async fn client_from_kubeconfig(yaml: &str) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::from_yaml(yaml)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await?;
     Ok(kube::Client::try_from(cfg)?)
 }
 

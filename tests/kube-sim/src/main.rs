@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(name = "kube-sim", version, about = "rkcm's development cluster: an in-memory Kubernetes API server")]
+#[command(
+    name = "kube-sim",
+    version,
+    about = "rkcm's development cluster: an in-memory Kubernetes API server"
+)]
 struct Args {
     /// Address to serve on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:6443")]
@@ -29,7 +33,8 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KUBE_SIM_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("KUBE_SIM_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -41,8 +46,12 @@ async fn main() -> anyhow::Result<()> {
         service_cluster_ip_range: args.service_cluster_ip_range,
     })
     .await?;
-    sim.write_kubeconfig(&args.kubeconfig_out)
-        .map_err(|e| anyhow::anyhow!("cannot write kubeconfig {}: {e}", args.kubeconfig_out.display()))?;
+    sim.write_kubeconfig(&args.kubeconfig_out).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write kubeconfig {}: {e}",
+            args.kubeconfig_out.display()
+        )
+    })?;
     println!("kube-sim ready on {}", sim.url());
     tokio::signal::ctrl_c().await?;
     Ok(())

@@ -76,7 +76,16 @@ impl Metrics {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub fn request(&self, verb: &str, group: &str, version: &str, resource: &str, subresource: &str, scope: &str, code: u16) {
+    pub fn request(
+        &self,
+        verb: &str,
+        group: &str,
+        version: &str,
+        resource: &str,
+        subresource: &str,
+        scope: &str,
+        code: u16,
+    ) {
         self.requests
             .get_or_create(&vec![
                 ("code".into(), code.to_string()),
@@ -99,7 +108,14 @@ impl Metrics {
                 ("component".into(), "apiserver".into()),
                 ("group".into(), def.group.clone()),
                 ("resource".into(), def.resource.clone()),
-                ("scope".into(), if def.namespaced { "namespace".into() } else { "cluster".into() }),
+                (
+                    "scope".into(),
+                    if def.namespaced {
+                        "namespace".into()
+                    } else {
+                        "cluster".into()
+                    },
+                ),
                 ("subresource".into(), String::new()),
                 ("verb".into(), "WATCH".into()),
                 ("version".into(), def.version.clone()),
@@ -112,11 +128,17 @@ impl Metrics {
         };
         let watches = self
             .watches
-            .get_or_create(&vec![("resource".into(), resource), ("user_agent".into(), agent(user_agent))])
+            .get_or_create(&vec![
+                ("resource".into(), resource),
+                ("user_agent".into(), agent(user_agent)),
+            ])
             .clone();
         longrunning.inc();
         watches.inc();
-        WatchGuard { longrunning, watches }
+        WatchGuard {
+            longrunning,
+            watches,
+        }
     }
 
     pub fn render(&self) -> String {
@@ -139,10 +161,19 @@ mod tests {
         let pods = reg.lookup("", "v1", "pods").unwrap();
         let g = m.watch_opened(&pods, "rkcm-informer-server/0.1.0 (linux)");
         let text = m.render();
-        assert!(text.contains("kube_sim_watches{resource=\"pods\",user_agent=\"rkcm-informer-server/0.1.0\"} 1"), "{text}");
-        assert!(text.contains("apiserver_longrunning_requests{component=\"apiserver\",group=\"\",resource=\"pods\""));
+        assert!(
+            text.contains(
+                "kube_sim_watches{resource=\"pods\",user_agent=\"rkcm-informer-server/0.1.0\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "apiserver_longrunning_requests{component=\"apiserver\",group=\"\",resource=\"pods\""
+        ));
         drop(g);
-        assert!(m.render().contains("user_agent=\"rkcm-informer-server/0.1.0\"} 0"));
+        assert!(m
+            .render()
+            .contains("user_agent=\"rkcm-informer-server/0.1.0\"} 0"));
         m.request("GET", "", "v1", "pods", "", "namespace", 200);
         assert!(m.render().contains("apiserver_request_total{code=\"200\""));
     }

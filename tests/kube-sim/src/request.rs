@@ -58,7 +58,10 @@ impl ApiRequest {
                 return Representation::Object;
             }
         }
-        if a.contains("application/vnd.kubernetes.protobuf") && !a.contains("json") && !a.contains("*/*") {
+        if a.contains("application/vnd.kubernetes.protobuf")
+            && !a.contains("json")
+            && !a.contains("*/*")
+        {
             return Representation::Unsupported;
         }
         Representation::Object
@@ -197,15 +200,26 @@ mod tests {
     fn resource_paths_parse_like_request_info() {
         let p = parse_resource_path("/api/v1/namespaces/ns/pods/p/status").unwrap();
         assert_eq!(
-            (p.namespace.as_deref(), p.resource.as_str(), p.name.as_deref(), p.subresource.as_deref()),
+            (
+                p.namespace.as_deref(),
+                p.resource.as_str(),
+                p.name.as_deref(),
+                p.subresource.as_deref()
+            ),
             (Some("ns"), "pods", Some("p"), Some("status"))
         );
         let p = parse_resource_path("/api/v1/namespaces/ns").unwrap();
-        assert_eq!((p.namespace, p.resource.as_str(), p.name.as_deref()), (None, "namespaces", Some("ns")));
+        assert_eq!(
+            (p.namespace, p.resource.as_str(), p.name.as_deref()),
+            (None, "namespaces", Some("ns"))
+        );
         let p = parse_resource_path("/api/v1/namespaces/ns/finalize").unwrap();
         assert_eq!(p.subresource.as_deref(), Some("finalize"));
         let p = parse_resource_path("/apis/apps/v1/deployments").unwrap();
-        assert_eq!((p.group.as_str(), p.namespace, p.name), ("apps", None, None));
+        assert_eq!(
+            (p.group.as_str(), p.namespace, p.name),
+            ("apps", None, None)
+        );
         assert!(parse_resource_path("/apis/apps/v1/namespaces/a/deployments/b/scale/x").is_none());
     }
 

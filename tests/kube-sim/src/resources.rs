@@ -245,7 +245,8 @@ fn remove_crd(st: &mut State, crd_name: &str) -> Vec<Arc<ResourceDef>> {
     let Some(old) = st.crds.remove(crd_name) else {
         return Vec::new();
     };
-    st.resources.retain(|r| !old.iter().any(|o| Arc::ptr_eq(o, r)));
+    st.resources
+        .retain(|r| !old.iter().any(|o| Arc::ptr_eq(o, r)));
     let group = old[0].group.clone();
     let still: Vec<String> = st
         .resources

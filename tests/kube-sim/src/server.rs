@@ -47,9 +47,12 @@ pub fn tls_config(
     for c in rustls_pemfile::certs(&mut client_ca_pem.as_bytes()) {
         roots.add(c?)?;
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -59,7 +62,11 @@ pub fn tls_config(
 }
 
 /// Accept connections until the listener fails or the task is aborted.
-pub async fn serve(listener: TcpListener, state: Arc<ServerState>, tls: Option<Arc<rustls::ServerConfig>>) {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<ServerState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let acceptor = tls.map(TlsAcceptor::from);
     loop {
         let (sock, _peer) = match listener.accept().await {
@@ -75,7 +82,9 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, tls: Option<A
         tokio::spawn(async move {
             match acceptor {
                 Some(acc) => {
-                    let Ok(stream) = acc.accept(sock).await else { return };
+                    let Ok(stream) = acc.accept(sock).await else {
+                        return;
+                    };
                     let user = stream
                         .get_ref()
                         .1
@@ -107,16 +116,29 @@ where
 fn user_from_cert(der: &[u8]) -> Option<User> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
     let mut groups: Vec<String> = subject
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(String::from))
         .collect();
     groups.push("system:authenticated".into());
-    Some(User { name, uid: String::new(), groups })
+    Some(User {
+        name,
+        uid: String::new(),
+        groups,
+    })
 }
 
-async fn handle(state: Arc<ServerState>, req: Request<Incoming>, cert_user: Option<User>) -> Response<RespBody> {
+async fn handle(
+    state: Arc<ServerState>,
+    req: Request<Incoming>,
+    cert_user: Option<User>,
+) -> Response<RespBody> {
     state.sim.faults.wait_if_paused().await;
     let (parts, body) = req.into_parts();
     let header = |n: &str| {
@@ -137,7 +159,11 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>, cert_user: Opti
     let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
-            return to_http(error_response(ApiError::new(413, "RequestEntityTooLarge", "the request body is too large")));
+            return to_http(error_response(ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large",
+            )));
         }
     };
     let req = ApiRequest {
@@ -197,7 +223,11 @@ fn error_response(e: ApiError) -> ApiResponse {
     r
 }
 
-fn route(state: &Arc<ServerState>, req: &ApiRequest, resource: Option<crate::request::ResourcePath>) -> ApiResponse {
+fn route(
+    state: &Arc<ServerState>,
+    req: &ApiRequest,
+    resource: Option<crate::request::ResourcePath>,
+) -> ApiResponse {
     let sim = &state.sim;
     let path = req.path.trim_end_matches('/');
     // Health and version are public, as kube-apiserver's system:public-info-viewer allows.
@@ -206,10 +236,13 @@ fn route(state: &Arc<ServerState>, req: &ApiRequest, resource: Option<crate::req
             return ApiResponse::text(200, "ok");
         }
         "/version" => {
-            return ApiResponse::json(200, json!({
+            return ApiResponse::json(
+                200,
+                json!({
                 "major": "1", "minor": "29", "gitVersion": "v1.29.6-kube-sim", "gitCommit": env!("CARGO_PKG_VERSION"),
                 "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z", "goVersion": "kube-sim",
-                "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)}));
+                "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)}),
+            );
         }
         _ => {}
     }
@@ -228,14 +261,20 @@ fn route(state: &Arc<ServerState>, req: &ApiRequest, resource: Option<crate::req
     if path == "/metrics" {
         return ApiResponse {
             code: 200,
-            body: Body::Raw(Bytes::from(sim.metrics.render()), "text/plain; version=0.0.4; charset=utf-8"),
+            body: Body::Raw(
+                Bytes::from(sim.metrics.render()),
+                "text/plain; version=0.0.4; charset=utf-8",
+            ),
             content_type: None,
             headers: Vec::new(),
         };
     }
     if let Some(failure) = sim.faults.take_failure() {
         return error_response(match failure {
-            Failure::TooManyRequests => ApiError::too_many_requests("kube-sim: injected fault: too many requests, please try again later", 1),
+            Failure::TooManyRequests => ApiError::too_many_requests(
+                "kube-sim: injected fault: too many requests, please try again later",
+                1,
+            ),
             Failure::Internal => ApiError::internal("kube-sim: injected fault: internal error"),
         });
     }
@@ -262,7 +301,9 @@ fn discovery_route(state: &ServerState, req: &ApiRequest, path: &str) -> Option<
         let v = aggregated?;
         let mut r = ApiResponse::json(200, discovery::aggregated(reg, legacy, v));
         let short = v.rsplit('/').next().unwrap_or("v2beta1");
-        r.content_type = Some(format!("application/json;g=apidiscovery.k8s.io;v={short};as=APIGroupDiscoveryList"));
+        r.content_type = Some(format!(
+            "application/json;g=apidiscovery.k8s.io;v={short};as=APIGroupDiscoveryList"
+        ));
         Some(r)
     };
     match segs.as_slice() {
@@ -316,19 +357,28 @@ fn faults(sim: &Sim, req: &ApiRequest, path: &str) -> ApiResponse {
 }
 
 fn to_http(r: ApiResponse) -> Response<RespBody> {
-    let mut b = Response::builder().status(StatusCode::from_u16(r.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(r.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     let (body, ct): (RespBody, String) = match r.body {
         Body::Json(v) => (
             Full::new(Bytes::from(v.to_string())).boxed_unsync(),
             r.content_type.unwrap_or_else(|| "application/json".into()),
         ),
-        Body::Raw(bytes, ct) => (Full::new(bytes).boxed_unsync(), r.content_type.unwrap_or_else(|| ct.into())),
+        Body::Raw(bytes, ct) => (
+            Full::new(bytes).boxed_unsync(),
+            r.content_type.unwrap_or_else(|| ct.into()),
+        ),
         Body::Stream(rx) => {
             let stream = tokio_stream_from(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)));
-            (StreamBody::new(stream).boxed_unsync(), "application/json".into())
+            (
+                StreamBody::new(stream).boxed_unsync(),
+                "application/json".into(),
+            )
         }
     };
-    b = b.header("content-type", ct).header("cache-control", "no-cache, private");
+    b = b
+        .header("content-type", ct)
+        .header("cache-control", "no-cache, private");
     for (k, v) in r.headers {
         b = b.header(k, v);
     }

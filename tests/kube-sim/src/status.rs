@@ -11,7 +11,7 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     /// Extra response headers (Retry-After for 429).
     pub retry_after: Option<u64>,
 }
@@ -68,7 +68,7 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -77,14 +77,22 @@ impl ApiError {
     }
 
     pub fn not_found(s: Subject) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{}\" not found", s.qualified(), s.name))
-            .with_details(s.details())
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", s.qualified(), s.name),
+        )
+        .with_details(s.details())
     }
 
     /// A path that names no served resource.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     pub fn already_exists(s: Subject) -> Self {
@@ -100,7 +108,12 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{}\": {}", s.qualified(), s.name, why),
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                s.qualified(),
+                s.name,
+                why
+            ),
         )
         .with_details(s.details())
     }
@@ -181,7 +194,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            s["details"] = (**d).clone();
         }
         s
     }

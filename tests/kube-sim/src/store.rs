@@ -147,7 +147,10 @@ impl Store {
     }
 
     /// Begin a watch that first sees the current state as ADDED events (resourceVersion 0 or unset).
-    pub fn watch_now(&self, res: &ResKey) -> (u64, Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>) {
+    pub fn watch_now(
+        &self,
+        res: &ResKey,
+    ) -> (u64, Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>) {
         let t = self.lock();
         let items = t
             .inner
@@ -313,8 +316,16 @@ mod tests {
         let mut rx = start.receiver;
         let a = store.lock().put(&res, cm("a", "x"));
         let b = store.lock().put(&res, cm("a", "x"));
-        let ra: u64 = a["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
-        let rb: u64 = b["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+        let ra: u64 = a["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let rb: u64 = b["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!(rb > ra);
         assert_eq!(rx.try_recv().unwrap().kind, EventType::Added);
         assert_eq!(rx.try_recv().unwrap().kind, EventType::Modified);
@@ -342,10 +353,16 @@ mod tests {
                 ("b".into(), "2".into())
             ]
         );
-        let in_b: Vec<_> = t.range(&res, Some("b"), None).map(|(k, _)| k.1.clone()).collect();
+        let in_b: Vec<_> = t
+            .range(&res, Some("b"), None)
+            .map(|(k, _)| k.1.clone())
+            .collect();
         assert_eq!(in_b, vec!["1", "2"]);
         let after = ("a".to_string(), "2".to_string());
-        let rest: Vec<_> = t.range(&res, None, Some(&after)).map(|(k, _)| k.clone()).collect();
+        let rest: Vec<_> = t
+            .range(&res, None, Some(&after))
+            .map(|(k, _)| k.clone())
+            .collect();
         assert_eq!(rest.len(), 2);
     }
 

@@ -30,7 +30,12 @@ macro_rules! typed {
 
 /// Decode `body` as `group/version, kind`. `None` when kube-sim has no type for the kind
 /// (custom resources): the body is then kept as sent.
-pub fn decode(group: &str, version: &str, kind: &str, body: &Value) -> Option<Result<Decoded, String>> {
+pub fn decode(
+    group: &str,
+    version: &str,
+    kind: &str,
+    body: &Value,
+) -> Option<Result<Decoded, String>> {
     use k8s_openapi::api::{
         apps::v1 as apps, autoscaling::v1 as as1, autoscaling::v2 as as2, batch::v1 as batch,
         certificates::v1 as certs, coordination::v1 as coord, core::v1 as core,
@@ -119,7 +124,9 @@ fn dropped_fields(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>)
 
 fn is_empty_container(v: &Value) -> bool {
     match v {
-        Value::Object(m) => m.is_empty() || m.values().all(|x| x.is_null() || is_empty_container(x)),
+        Value::Object(m) => {
+            m.is_empty() || m.values().all(|x| x.is_null() || is_empty_container(x))
+        }
         Value::Array(a) => a.is_empty(),
         _ => false,
     }

@@ -46,20 +46,40 @@ fn with_detail(head: &str, detail: &str) -> String {
 
 impl Errs {
     fn push(&mut self, reason: &'static str, field: &str, message: String) {
-        self.0.push(FieldCause { reason, message, field: field.to_string() });
+        self.0.push(FieldCause {
+            reason,
+            message,
+            field: field.to_string(),
+        });
     }
     fn required(&mut self, field: &str, detail: &str) {
-        self.push("FieldValueRequired", field, with_detail("Required value", detail));
+        self.push(
+            "FieldValueRequired",
+            field,
+            with_detail("Required value", detail),
+        );
     }
     fn forbidden(&mut self, field: &str, detail: &str) {
-        self.push("FieldValueForbidden", field, with_detail("Forbidden", detail));
+        self.push(
+            "FieldValueForbidden",
+            field,
+            with_detail("Forbidden", detail),
+        );
     }
     /// `value` is already rendered the way Go prints it (see `q`, `go_map`, ...).
     fn invalid(&mut self, field: &str, value: &str, detail: &str) {
-        self.push("FieldValueInvalid", field, with_detail(&format!("Invalid value: {value}"), detail));
+        self.push(
+            "FieldValueInvalid",
+            field,
+            with_detail(&format!("Invalid value: {value}"), detail),
+        );
     }
     fn duplicate(&mut self, field: &str, value: &str) {
-        self.push("FieldValueDuplicate", field, format!("Duplicate value: {value}"));
+        self.push(
+            "FieldValueDuplicate",
+            field,
+            format!("Duplicate value: {value}"),
+        );
     }
     fn not_found(&mut self, field: &str, value: &str) {
         self.push("FieldValueNotFound", field, format!("Not found: {value}"));
@@ -68,12 +88,23 @@ impl Errs {
         let detail = if valid.is_empty() {
             String::new()
         } else {
-            format!("supported values: {}", valid.iter().map(|v| q(v)).collect::<Vec<_>>().join(", "))
+            format!(
+                "supported values: {}",
+                valid.iter().map(|v| q(v)).collect::<Vec<_>>().join(", ")
+            )
         };
-        self.push("FieldValueNotSupported", field, with_detail(&format!("Unsupported value: {value}"), &detail));
+        self.push(
+            "FieldValueNotSupported",
+            field,
+            with_detail(&format!("Unsupported value: {value}"), &detail),
+        );
     }
     fn too_long(&mut self, field: &str, max: usize) {
-        self.push("FieldValueTooLong", field, format!("Too long: must have at most {max} bytes"));
+        self.push(
+            "FieldValueTooLong",
+            field,
+            format!("Too long: must have at most {max} bytes"),
+        );
     }
     fn invalid_msgs(&mut self, field: &str, value: &str, msgs: Vec<String>) {
         for m in msgs {
@@ -101,7 +132,9 @@ fn q(s: &str) -> String {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -115,8 +148,12 @@ fn go_map(v: Option<&Value>) -> String {
     match v.and_then(Value::as_object) {
         None => "map[string]string(nil)".to_string(),
         Some(m) => {
-            let sorted: BTreeMap<&String, String> = m.iter().map(|(k, v)| (k, scalar_string(v))).collect();
-            let body: Vec<String> = sorted.iter().map(|(k, v)| format!("{}:{}", q(k), q(v))).collect();
+            let sorted: BTreeMap<&String, String> =
+                m.iter().map(|(k, v)| (k, scalar_string(v))).collect();
+            let body: Vec<String> = sorted
+                .iter()
+                .map(|(k, v)| format!("{}:{}", q(k), q(v)))
+                .collect();
             format!("map[string]string{{{}}}", body.join(", "))
         }
     }
@@ -129,7 +166,8 @@ fn go_selector(v: Option<&Value>) -> String {
     };
     let mut labels = String::from("map[string]string{");
     if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        let sorted: BTreeMap<&String, String> = m.iter().map(|(k, v)| (k, scalar_string(v))).collect();
+        let sorted: BTreeMap<&String, String> =
+            m.iter().map(|(k, v)| (k, scalar_string(v))).collect();
         for (k, v) in sorted {
             labels.push_str(&format!("{k}: {v},"));
         }
@@ -179,7 +217,13 @@ fn int_or_string(v: &Value) -> String {
 fn go_string_slice(v: Option<&Value>) -> String {
     match v.and_then(Value::as_array) {
         None => "[]string(nil)".to_string(),
-        Some(a) => format!("[]string{{{}}}", a.iter().map(|x| q(&scalar_string(x))).collect::<Vec<_>>().join(", ")),
+        Some(a) => format!(
+            "[]string{{{}}}",
+            a.iter()
+                .map(|x| q(&scalar_string(x)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -192,7 +236,9 @@ fn obj(v: Option<&Value>) -> Option<&Obj> {
 }
 
 fn arr(v: Option<&Value>) -> &[Value] {
-    v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 fn str_of(v: Option<&Value>) -> &str {
@@ -215,7 +261,13 @@ fn bool_of(v: Option<&Value>) -> bool {
 }
 
 fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
-    obj(v).map(|m| m.iter().map(|(k, v)| (k.clone(), scalar_string(v))).collect()).unwrap_or_default()
+    obj(v)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), scalar_string(v)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Semantic equality: a null member equals an absent one, numbers compare by value.
@@ -258,7 +310,8 @@ fn key(path: &str, k: &str) -> String {
 // ---------------------------------------------------------------------------------------
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
@@ -281,7 +334,10 @@ struct Res {
 fn res() -> &'static Res {
     static R: OnceLock<Res> = OnceLock::new();
     R.get_or_init(|| {
-        let anchored = |f: &str| Regex::new(&format!("^(?:{f})$")).unwrap_or_else(|_| Regex::new("^$").expect("trivial regex"));
+        let anchored = |f: &str| {
+            Regex::new(&format!("^(?:{f})$"))
+                .unwrap_or_else(|_| Regex::new("^$").expect("trivial regex"))
+        };
         Res {
             label: anchored(DNS1123_LABEL_FMT),
             subdomain: anchored(DNS1123_SUBDOMAIN_FMT),
@@ -376,7 +432,11 @@ fn is_qualified_name(v: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
-                errs.extend(is_dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+                errs.extend(
+                    is_dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
             }
             parts[1]
         }
@@ -394,7 +454,14 @@ fn is_qualified_name(v: &str) -> Vec<String> {
         errs.push(format!("name part {}", max_len_error(63)));
     }
     if !res().qname.is_match(name) {
-        errs.push(format!("name part {}", regex_error(QNAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])));
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QNAME_MSG,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
     }
     errs
 }
@@ -486,7 +553,11 @@ fn is_path_segment_name(v: &str) -> Vec<String> {
             return vec![format!("may not be '{bad}'")];
         }
     }
-    ["/", "%"].iter().filter(|c| v.contains(*c)).map(|c| format!("may not contain '{c}'")).collect()
+    ["/", "%"]
+        .iter()
+        .filter(|c| v.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -505,9 +576,12 @@ fn name_rule(kind: &str) -> NameRule {
     match kind {
         "Namespace" | "StatefulSet" => NameRule::Label,
         "Service" => NameRule::Dns1035,
-        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" | "FlowSchema" | "PriorityLevelConfiguration" => {
-            NameRule::PathSegment
-        }
+        "Role"
+        | "ClusterRole"
+        | "RoleBinding"
+        | "ClusterRoleBinding"
+        | "FlowSchema"
+        | "PriorityLevelConfiguration" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
@@ -518,7 +592,12 @@ fn name_errors(kind: &str, name: &str, prefix: bool) -> Vec<String> {
     let masked;
     let name = if prefix && rule != NameRule::PathSegment && name.len() > 1 && name.ends_with('-') {
         // Upstream masks the trailing dash (and the character before it) with a letter.
-        let cut = name.char_indices().rev().nth(1).map(|(i, _)| i).unwrap_or(0);
+        let cut = name
+            .char_indices()
+            .rev()
+            .nth(1)
+            .map(|(i, _)| i)
+            .unwrap_or(0);
         masked = format!("{}a", &name[..cut]);
         masked.as_str()
     } else {
@@ -551,7 +630,11 @@ pub fn validate_name(kind: &str, name: &str) -> Option<FieldCause> {
 /// The 422 top-level message: `Kind.group "name" is invalid: field: msg`, or `[a: x, b: y]`
 /// for several distinct errors (duplicates collapse, as upstream's aggregate does).
 pub fn invalid_message(group: &str, kind: &str, name: &str, causes: &[FieldCause]) -> String {
-    let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
     let mut seen = HashSet::new();
     let mut msgs = Vec::new();
     for c in causes {
@@ -605,7 +688,11 @@ fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
         let name = str_of(r.get("name"));
         let version = api_version.rsplit('/').next().unwrap_or("");
         if version.is_empty() || api_version.matches('/').count() > 1 {
-            e.invalid(&child(path, "apiVersion"), &q(api_version), "version must not be empty");
+            e.invalid(
+                &child(path, "apiVersion"),
+                &q(api_version),
+                "version must not be empty",
+            );
         }
         if kind.is_empty() {
             e.invalid(&child(path, "kind"), &q(kind), "must not be empty");
@@ -618,7 +705,11 @@ fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
             e.invalid(&child(path, "uid"), &q(uid), "must not be empty");
         }
         if api_version == "v1" && kind == "Event" {
-            e.invalid(path, "metav1.OwnerReference{...}", "/v1, Kind=Event is disallowed from being an owner");
+            e.invalid(
+                path,
+                "metav1.OwnerReference{...}",
+                "/v1, Kind=Event is disallowed from being an owner",
+            );
         }
         if bool_of(r.get("controller")) {
             let cur = format!("{kind}/{name}");
@@ -646,7 +737,11 @@ fn validate_finalizers(e: &mut Errs, fins: Option<&Value>, path: &str) {
     }
     if orphan && foreground {
         let rendered = go_string_slice(fins);
-        e.invalid(path, &rendered, "finalizer orphan and foregroundDeletion cannot be both set");
+        e.invalid(
+            path,
+            &rendered,
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        );
     }
 }
 
@@ -654,8 +749,13 @@ fn validate_finalizers(e: &mut Errs, fins: Option<&Value>, path: &str) {
 fn validate_kube_finalizers(e: &mut Errs, fins: Option<&Value>, path: &str) {
     for f in arr(fins) {
         let f = scalar_string(f);
-        if !f.contains('/') && !matches!(f.as_str(), "kubernetes" | "orphan" | "foregroundDeletion") {
-            e.invalid(path, &q(&f), "name is neither a standard finalizer name nor is it fully qualified");
+        if !f.contains('/') && !matches!(f.as_str(), "kubernetes" | "orphan" | "foregroundDeletion")
+        {
+            e.invalid(
+                path,
+                &q(&f),
+                "name is neither a standard finalizer name nor is it fully qualified",
+            );
         }
     }
 }
@@ -666,7 +766,11 @@ fn validate_meta(e: &mut Errs, kind: &str, o: &Value, update: bool) {
     if !update {
         let generate = str_of(meta.and_then(|m| m.get("generateName")));
         if !generate.is_empty() {
-            e.invalid_msgs("metadata.generateName", generate, name_errors(kind, generate, true));
+            e.invalid_msgs(
+                "metadata.generateName",
+                generate,
+                name_errors(kind, generate, true),
+            );
         }
         let name = str_of(meta.and_then(|m| m.get("name")));
         // With generateName alone the server generates the name before validating.
@@ -677,13 +781,33 @@ fn validate_meta(e: &mut Errs, kind: &str, o: &Value, update: bool) {
         }
     }
     if let Some(g) = int_of(meta.and_then(|m| m.get("generation"))).filter(|g| *g < 0) {
-        e.invalid("metadata.generation", &g.to_string(), "must be greater than or equal to 0");
+        e.invalid(
+            "metadata.generation",
+            &g.to_string(),
+            "must be greater than or equal to 0",
+        );
     }
     validate_labels(e, meta.and_then(|m| m.get("labels")), "metadata.labels");
-    validate_annotations(e, meta.and_then(|m| m.get("annotations")), "metadata.annotations");
-    validate_owner_refs(e, meta.and_then(|m| m.get("ownerReferences")), "metadata.ownerReferences");
-    validate_finalizers(e, meta.and_then(|m| m.get("finalizers")), "metadata.finalizers");
-    validate_kube_finalizers(e, meta.and_then(|m| m.get("finalizers")), "metadata.finalizers");
+    validate_annotations(
+        e,
+        meta.and_then(|m| m.get("annotations")),
+        "metadata.annotations",
+    );
+    validate_owner_refs(
+        e,
+        meta.and_then(|m| m.get("ownerReferences")),
+        "metadata.ownerReferences",
+    );
+    validate_finalizers(
+        e,
+        meta.and_then(|m| m.get("finalizers")),
+        "metadata.finalizers",
+    );
+    validate_kube_finalizers(
+        e,
+        meta.and_then(|m| m.get("finalizers")),
+        "metadata.finalizers",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -691,7 +815,9 @@ fn validate_meta(e: &mut Errs, kind: &str, o: &Value, update: bool) {
 // ---------------------------------------------------------------------------------------
 
 fn validate_label_selector(e: &mut Errs, sel: Option<&Value>, path: &str) {
-    let Some(sel) = sel.filter(|s| !s.is_null()) else { return };
+    let Some(sel) = sel.filter(|s| !s.is_null()) else {
+        return;
+    };
     validate_labels(e, sel.get("matchLabels"), &child(path, "matchLabels"));
     for (i, ex) in arr(sel.get("matchExpressions")).iter().enumerate() {
         let p = idx(&child(path, "matchExpressions"), i);
@@ -700,15 +826,25 @@ fn validate_label_selector(e: &mut Errs, sel: Option<&Value>, path: &str) {
         match op {
             "In" | "NotIn" => {
                 if values.is_empty() {
-                    e.required(&child(&p, "values"), "must be specified when `operator` is 'In' or 'NotIn'");
+                    e.required(
+                        &child(&p, "values"),
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    );
                 }
             }
             "Exists" | "DoesNotExist" => {
                 if !values.is_empty() {
-                    e.forbidden(&child(&p, "values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+                    e.forbidden(
+                        &child(&p, "values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    );
                 }
             }
-            _ => e.invalid(&child(&p, "operator"), &q(op), "not a valid selector operator"),
+            _ => e.invalid(
+                &child(&p, "operator"),
+                &q(op),
+                "not a valid selector operator",
+            ),
         }
         let k = str_of(ex.get("key"));
         e.invalid_msgs(&child(&p, "key"), k, is_qualified_name(k));
@@ -721,7 +857,9 @@ fn validate_label_selector(e: &mut Errs, sel: Option<&Value>, path: &str) {
 
 /// Whether `metav1.LabelSelectorAsSelector` would accept the selector.
 fn selector_converts(sel: Option<&Value>) -> bool {
-    let Some(sel) = sel.filter(|s| !s.is_null()) else { return true };
+    let Some(sel) = sel.filter(|s| !s.is_null()) else {
+        return true;
+    };
     let ok_key = |k: &str| is_qualified_name(k).is_empty();
     for (k, v) in string_map(sel.get("matchLabels")) {
         if !ok_key(&k) || !is_label_value(&v).is_empty() {
@@ -735,7 +873,12 @@ fn selector_converts(sel: Option<&Value>) -> bool {
             "Exists" | "DoesNotExist" => values.is_empty(),
             _ => false,
         };
-        if !ok || !ok_key(str_of(ex.get("key"))) || values.iter().any(|v| !is_label_value(&scalar_string(v)).is_empty()) {
+        if !ok
+            || !ok_key(str_of(ex.get("key")))
+            || values
+                .iter()
+                .any(|v| !is_label_value(&scalar_string(v)).is_empty())
+        {
             return false;
         }
     }
@@ -746,12 +889,17 @@ fn selector_converts(sel: Option<&Value>) -> bool {
 fn selector_is_empty(sel: Option<&Value>) -> bool {
     match sel.filter(|s| !s.is_null()) {
         None => false,
-        Some(s) => obj(s.get("matchLabels")).is_none_or(|m| m.is_empty()) && arr(s.get("matchExpressions")).is_empty(),
+        Some(s) => {
+            obj(s.get("matchLabels")).is_none_or(|m| m.is_empty())
+                && arr(s.get("matchExpressions")).is_empty()
+        }
     }
 }
 
 fn selector_matches(sel: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(sel) = sel.filter(|s| !s.is_null()) else { return false };
+    let Some(sel) = sel.filter(|s| !s.is_null()) else {
+        return false;
+    };
     for (k, v) in string_map(sel.get("matchLabels")) {
         if labels.get(&k) != Some(&v) {
             return false;
@@ -776,7 +924,10 @@ fn selector_matches(sel: Option<&Value>, labels: &BTreeMap<String, String>) -> b
 }
 
 fn selector_entry_count(sel: Option<&Value>) -> usize {
-    sel.map(|s| obj(s.get("matchLabels")).map_or(0, |m| m.len()) + arr(s.get("matchExpressions")).len()).unwrap_or(0)
+    sel.map(|s| {
+        obj(s.get("matchLabels")).map_or(0, |m| m.len()) + arr(s.get("matchExpressions")).len()
+    })
+    .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -784,10 +935,35 @@ fn selector_entry_count(sel: Option<&Value>) -> usize {
 // ---------------------------------------------------------------------------------------
 
 const VOLUME_SOURCES: &[&str] = &[
-    "hostPath", "emptyDir", "gitRepo", "gcePersistentDisk", "awsElasticBlockStore", "secret", "nfs", "iscsi",
-    "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker", "downwardAPI", "fc",
-    "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk", "photonPersistentDisk", "projected",
-    "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral",
+    "hostPath",
+    "emptyDir",
+    "gitRepo",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "ephemeral",
 ];
 
 /// Validates `spec.volumes`; returns the names of the valid volumes.
@@ -796,7 +972,10 @@ fn validate_volumes(e: &mut Errs, vols: Option<&Value>, path: &str) -> HashSet<S
     for (i, v) in arr(vols).iter().enumerate() {
         let p = idx(path, i);
         let mut el = Errs::default();
-        let sources: Vec<&&str> = VOLUME_SOURCES.iter().filter(|s| present(v.get(**s))).collect();
+        let sources: Vec<&&str> = VOLUME_SOURCES
+            .iter()
+            .filter(|s| present(v.get(**s)))
+            .collect();
         if sources.is_empty() {
             el.required(&p, "must specify a volume type");
         }
@@ -872,7 +1051,11 @@ fn validate_container(e: &mut Errs, c: &Value, volumes: &HashSet<String>, path: 
     }
     let tmp = str_of(c.get("terminationMessagePolicy"));
     if !tmp.is_empty() && !matches!(tmp, "File" | "FallbackToLogsOnError") {
-        e.not_supported(&child(path, "terminationMessagePolicy"), &q(tmp), &["File", "FallbackToLogsOnError"]);
+        e.not_supported(
+            &child(path, "terminationMessagePolicy"),
+            &q(tmp),
+            &["File", "FallbackToLogsOnError"],
+        );
     }
     validate_container_ports(e, c.get("ports"), &child(path, "ports"));
     for (i, ev) in arr(c.get("env")).iter().enumerate() {
@@ -904,11 +1087,22 @@ fn validate_container(e: &mut Errs, c: &Value, volumes: &HashSet<String>, path: 
     }
     let pull = str_of(c.get("imagePullPolicy"));
     if !pull.is_empty() && !matches!(pull, "Always" | "IfNotPresent" | "Never") {
-        e.not_supported(&child(path, "imagePullPolicy"), &q(pull), &["Always", "IfNotPresent", "Never"]);
+        e.not_supported(
+            &child(path, "imagePullPolicy"),
+            &q(pull),
+            &["Always", "IfNotPresent", "Never"],
+        );
     }
 }
 
-fn validate_containers(e: &mut Errs, list: Option<&Value>, volumes: &HashSet<String>, path: &str, names: &mut HashSet<String>, required: bool) {
+fn validate_containers(
+    e: &mut Errs,
+    list: Option<&Value>,
+    volumes: &HashSet<String>,
+    path: &str,
+    names: &mut HashSet<String>,
+    required: bool,
+) {
     let items = arr(list);
     if items.is_empty() && required {
         e.required(path, "");
@@ -932,7 +1126,11 @@ fn validate_taint_effect(e: &mut Errs, effect: &str, allow_empty: bool, path: &s
         return;
     }
     if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-        e.not_supported(path, &q(effect), &["NoSchedule", "PreferNoSchedule", "NoExecute"]);
+        e.not_supported(
+            path,
+            &q(effect),
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        );
     }
 }
 
@@ -950,7 +1148,11 @@ fn validate_tolerations(e: &mut Errs, tols: Option<&Value>, path: &str) {
             e.invalid(&child(&p, "operator"), &q(op), "operator must be Exists when `key` is empty, which means \"match all values and all keys\"");
         }
         if present(t.get("tolerationSeconds")) && effect != "NoExecute" {
-            e.invalid(&child(&p, "effect"), &q(effect), "effect must be 'NoExecute' when `tolerationSeconds` is set");
+            e.invalid(
+                &child(&p, "effect"),
+                &q(effect),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            );
         }
         match op {
             "Equal" | "" => {
@@ -968,7 +1170,11 @@ fn validate_tolerations(e: &mut Errs, tols: Option<&Value>, path: &str) {
                         q(value),
                         q(effect)
                     );
-                    e.invalid(&child(&p, "operator"), &rendered, "value must be empty when `operator` is 'Exists'");
+                    e.invalid(
+                        &child(&p, "operator"),
+                        &rendered,
+                        "value must be empty when `operator` is 'Exists'",
+                    );
                 }
             }
             _ => e.not_supported(&child(&p, "operator"), &q(op), &["Equal", "Exists"]),
@@ -983,27 +1189,64 @@ fn validate_pod_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
     let spec = spec.filter(|s| s.is_object()).unwrap_or(&empty);
     let vols = validate_volumes(e, spec.get("volumes"), &child(path, "volumes"));
     let mut names = HashSet::new();
-    validate_containers(e, spec.get("containers"), &vols, &child(path, "containers"), &mut names, true);
-    validate_containers(e, spec.get("initContainers"), &vols, &child(path, "initContainers"), &mut names, false);
+    validate_containers(
+        e,
+        spec.get("containers"),
+        &vols,
+        &child(path, "containers"),
+        &mut names,
+        true,
+    );
+    validate_containers(
+        e,
+        spec.get("initContainers"),
+        &vols,
+        &child(path, "initContainers"),
+        &mut names,
+        false,
+    );
     let rp = str_of(spec.get("restartPolicy"));
     if !rp.is_empty() && !matches!(rp, "Always" | "OnFailure" | "Never") {
-        e.not_supported(&child(path, "restartPolicy"), &q(rp), &["Always", "OnFailure", "Never"]);
+        e.not_supported(
+            &child(path, "restartPolicy"),
+            &q(rp),
+            &["Always", "OnFailure", "Never"],
+        );
     }
     let dns = str_of(spec.get("dnsPolicy"));
-    if !dns.is_empty() && !matches!(dns, "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None") {
-        e.not_supported(&child(path, "dnsPolicy"), &q(dns), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]);
+    if !dns.is_empty()
+        && !matches!(
+            dns,
+            "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None"
+        )
+    {
+        e.not_supported(
+            &child(path, "dnsPolicy"),
+            &q(dns),
+            &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+        );
     }
     validate_labels(e, spec.get("nodeSelector"), &child(path, "nodeSelector"));
     let sa = str_of(spec.get("serviceAccountName"));
     if !sa.is_empty() {
-        e.invalid_msgs(&child(path, "serviceAccountName"), sa, is_dns1123_subdomain(sa));
+        e.invalid_msgs(
+            &child(path, "serviceAccountName"),
+            sa,
+            is_dns1123_subdomain(sa),
+        );
     }
     let node = str_of(spec.get("nodeName"));
     if !node.is_empty() {
         e.invalid_msgs(&child(path, "nodeName"), node, is_dns1123_subdomain(node));
     }
-    if let Some(ads) = int_of(spec.get("activeDeadlineSeconds")).filter(|a| !(1..=i64::from(i32::MAX)).contains(a)) {
-        e.invalid(&child(path, "activeDeadlineSeconds"), &ads.to_string(), "must be between 1 and 2147483647, inclusive");
+    if let Some(ads) =
+        int_of(spec.get("activeDeadlineSeconds")).filter(|a| !(1..=i64::from(i32::MAX)).contains(a))
+    {
+        e.invalid(
+            &child(path, "activeDeadlineSeconds"),
+            &ads.to_string(),
+            "must be between 1 and 2147483647, inclusive",
+        );
     }
     for f in ["hostname", "subdomain"] {
         let v = str_of(spec.get(f));
@@ -1017,29 +1260,50 @@ fn validate_pod_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
 /// `ValidatePodTemplateSpec` (note upstream's label path omits `metadata`).
 fn validate_pod_template(e: &mut Errs, tmpl: Option<&Value>, path: &str) {
     let meta = tmpl.and_then(|t| t.get("metadata"));
-    validate_labels(e, meta.and_then(|m| m.get("labels")), &child(path, "labels"));
-    validate_annotations(e, meta.and_then(|m| m.get("annotations")), &child(path, "annotations"));
+    validate_labels(
+        e,
+        meta.and_then(|m| m.get("labels")),
+        &child(path, "labels"),
+    );
+    validate_annotations(
+        e,
+        meta.and_then(|m| m.get("annotations")),
+        &child(path, "annotations"),
+    );
     let spec = tmpl.and_then(|t| t.get("spec"));
     validate_pod_spec(e, spec, &child(path, "spec"));
     if !arr(spec.and_then(|s| s.get("ephemeralContainers"))).is_empty() {
-        e.forbidden(&child(path, "spec.ephemeralContainers"), "ephemeral containers not allowed in pod template");
+        e.forbidden(
+            &child(path, "spec.ephemeralContainers"),
+            "ephemeral containers not allowed in pod template",
+        );
     }
 }
 
 fn template_labels(spec: Option<&Value>) -> Option<&Value> {
-    spec.and_then(|s| s.get("template")).and_then(|t| t.get("metadata")).and_then(|m| m.get("labels"))
+    spec.and_then(|s| s.get("template"))
+        .and_then(|t| t.get("metadata"))
+        .and_then(|m| m.get("labels"))
 }
 
 fn template_restart_policy(spec: Option<&Value>) -> &str {
     // Defaulting sets Always when absent.
-    match str_of(spec.and_then(|s| s.get("template")).and_then(|t| t.get("spec")).and_then(|s| s.get("restartPolicy"))) {
+    match str_of(
+        spec.and_then(|s| s.get("template"))
+            .and_then(|t| t.get("spec"))
+            .and_then(|s| s.get("restartPolicy")),
+    ) {
         "" => "Always",
         rp => rp,
     }
 }
 
 fn template_has_deadline(spec: Option<&Value>) -> bool {
-    present(spec.and_then(|s| s.get("template")).and_then(|t| t.get("spec")).and_then(|s| s.get("activeDeadlineSeconds")))
+    present(
+        spec.and_then(|s| s.get("template"))
+            .and_then(|t| t.get("spec"))
+            .and_then(|s| s.get("activeDeadlineSeconds")),
+    )
 }
 
 fn nonneg(e: &mut Errs, v: Option<&Value>, path: &str) {
@@ -1056,7 +1320,11 @@ fn nonneg(e: &mut Errs, v: Option<&Value>, path: &str) {
 fn validate_template_for_rs(e: &mut Errs, spec: Option<&Value>, sel: Option<&Value>, what: &str) {
     let labels = string_map(template_labels(spec));
     if !selector_is_empty(sel) && !selector_matches(sel, &labels) {
-        e.invalid("spec.template.metadata.labels", &go_map(template_labels(spec)), "`selector` does not match template `labels`");
+        e.invalid(
+            "spec.template.metadata.labels",
+            &go_map(template_labels(spec)),
+            "`selector` does not match template `labels`",
+        );
     }
     validate_pod_template(e, spec.and_then(|s| s.get("template")), "spec.template");
     let rp = template_restart_policy(spec);
@@ -1064,7 +1332,10 @@ fn validate_template_for_rs(e: &mut Errs, spec: Option<&Value>, sel: Option<&Val
         e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
     }
     if template_has_deadline(spec) {
-        e.forbidden("spec.template.spec.activeDeadlineSeconds", &format!("activeDeadlineSeconds in {what} is not Supported"));
+        e.forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            &format!("activeDeadlineSeconds in {what} is not Supported"),
+        );
     }
 }
 
@@ -1074,7 +1345,11 @@ fn validate_required_selector(e: &mut Errs, sel: Option<&Value>, what: &str) {
     } else {
         validate_label_selector(e, sel, "spec.selector");
         if selector_entry_count(sel) == 0 {
-            e.invalid("spec.selector", &go_selector(sel), &format!("empty selector is invalid for {what}"));
+            e.invalid(
+                "spec.selector",
+                &go_selector(sel),
+                &format!("empty selector is invalid for {what}"),
+            );
         }
     }
 }
@@ -1086,7 +1361,11 @@ fn validate_int_or_percent(e: &mut Errs, v: Option<&Value>, path: &str) {
                 e.invalid(
                     path,
                     s,
-                    &regex_error("a valid percent string must be a numeric string followed by an ending '%'", PERCENT_FMT, &["1%", "93%"]),
+                    &regex_error(
+                        "a valid percent string must be a numeric string followed by an ending '%'",
+                        PERCENT_FMT,
+                        &["1%", "93%"],
+                    ),
                 );
             } else if s[..s.len() - 1].parse::<u64>().is_ok_and(|p| p > 100) {
                 e.invalid(path, s, "must not be greater than 100%");
@@ -1099,7 +1378,10 @@ fn validate_int_or_percent(e: &mut Errs, v: Option<&Value>, path: &str) {
 
 fn int_or_percent_value(v: Option<&Value>) -> i64 {
     match v {
-        Some(Value::String(s)) => s.strip_suffix('%').and_then(|p| p.parse().ok()).unwrap_or(0),
+        Some(Value::String(s)) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0),
         other => int_of(other).unwrap_or(0),
     }
 }
@@ -1119,28 +1401,62 @@ fn validate_deployment(e: &mut Errs, o: &Value) {
         "" => {}
         "Recreate" => {
             if present(strategy.and_then(|s| s.get("rollingUpdate"))) {
-                e.forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'");
+                e.forbidden(
+                    "spec.strategy.rollingUpdate",
+                    "may not be specified when strategy `type` is 'Recreate'",
+                );
             }
         }
         "RollingUpdate" => {
-            if let Some(ru) = strategy.and_then(|s| s.get("rollingUpdate")).filter(|r| r.is_object()) {
+            if let Some(ru) = strategy
+                .and_then(|s| s.get("rollingUpdate"))
+                .filter(|r| r.is_object())
+            {
                 let mu = ru.get("maxUnavailable");
                 let ms = ru.get("maxSurge");
                 validate_int_or_percent(e, mu, "spec.strategy.rollingUpdate.maxUnavailable");
                 validate_int_or_percent(e, ms, "spec.strategy.rollingUpdate.maxSurge");
-                if present(mu) && present(ms) && int_or_percent_value(mu) == 0 && int_or_percent_value(ms) == 0 {
-                    e.invalid("spec.strategy.rollingUpdate.maxUnavailable", &mu.map(int_or_string).unwrap_or_default(), "may not be 0 when `maxSurge` is 0");
+                if present(mu)
+                    && present(ms)
+                    && int_or_percent_value(mu) == 0
+                    && int_or_percent_value(ms) == 0
+                {
+                    e.invalid(
+                        "spec.strategy.rollingUpdate.maxUnavailable",
+                        &mu.map(int_or_string).unwrap_or_default(),
+                        "may not be 0 when `maxSurge` is 0",
+                    );
                 }
             }
         }
-        other => e.not_supported("spec.strategy", &format!("apps.DeploymentStrategy{{Type:{}}}", q(other)), &["Recreate", "RollingUpdate"]),
+        other => e.not_supported(
+            "spec.strategy",
+            &format!("apps.DeploymentStrategy{{Type:{}}}", q(other)),
+            &["Recreate", "RollingUpdate"],
+        ),
     }
-    nonneg(e, spec.and_then(|s| s.get("minReadySeconds")), "spec.minReadySeconds");
-    nonneg(e, spec.and_then(|s| s.get("revisionHistoryLimit")), "spec.revisionHistoryLimit");
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("minReadySeconds")),
+        "spec.minReadySeconds",
+    );
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("revisionHistoryLimit")),
+        "spec.revisionHistoryLimit",
+    );
     if let Some(pds) = int_of(spec.and_then(|s| s.get("progressDeadlineSeconds"))) {
-        nonneg(e, spec.and_then(|s| s.get("progressDeadlineSeconds")), "spec.progressDeadlineSeconds");
+        nonneg(
+            e,
+            spec.and_then(|s| s.get("progressDeadlineSeconds")),
+            "spec.progressDeadlineSeconds",
+        );
         if pds <= int_of(spec.and_then(|s| s.get("minReadySeconds"))).unwrap_or(0) {
-            e.invalid("spec.progressDeadlineSeconds", &pds.to_string(), "must be greater than minReadySeconds");
+            e.invalid(
+                "spec.progressDeadlineSeconds",
+                &pds.to_string(),
+                "must be greater than minReadySeconds",
+            );
         }
     }
 }
@@ -1149,7 +1465,11 @@ fn validate_replicaset(e: &mut Errs, o: &Value) {
     let spec = o.get("spec").filter(|s| s.is_object());
     let sel = spec.and_then(|s| s.get("selector"));
     nonneg(e, spec.and_then(|s| s.get("replicas")), "spec.replicas");
-    nonneg(e, spec.and_then(|s| s.get("minReadySeconds")), "spec.minReadySeconds");
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("minReadySeconds")),
+        "spec.minReadySeconds",
+    );
     validate_required_selector(e, sel, "deployment");
     if selector_converts(sel) {
         validate_template_for_rs(e, spec, sel, "ReplicaSet");
@@ -1163,20 +1483,35 @@ fn validate_statefulset(e: &mut Errs, o: &Value) {
     let get = |k: &str| spec.and_then(|s| s.get(k));
     let pmp = str_of(get("podManagementPolicy"));
     if !pmp.is_empty() && !matches!(pmp, "OrderedReady" | "Parallel") {
-        e.invalid("spec.podManagementPolicy", &q(pmp), "must be 'OrderedReady' or 'Parallel'");
+        e.invalid(
+            "spec.podManagementPolicy",
+            &q(pmp),
+            "must be 'OrderedReady' or 'Parallel'",
+        );
     }
     let us = get("updateStrategy");
     match str_of(us.and_then(|u| u.get("type"))) {
         "" => {}
         "OnDelete" => {
             if present(us.and_then(|u| u.get("rollingUpdate"))) {
-                e.invalid("spec.updateStrategy.rollingUpdate", "&apps.RollingUpdateStatefulSetStrategy{...}", "only allowed for updateStrategy 'RollingUpdate'");
+                e.invalid(
+                    "spec.updateStrategy.rollingUpdate",
+                    "&apps.RollingUpdateStatefulSetStrategy{...}",
+                    "only allowed for updateStrategy 'RollingUpdate'",
+                );
             }
         }
         "RollingUpdate" => {
             let ru = us.and_then(|u| u.get("rollingUpdate"));
-            nonneg(e, ru.and_then(|r| r.get("partition")), "spec.updateStrategy.rollingUpdate.partition");
-            if let Some(mu) = ru.and_then(|r| r.get("maxUnavailable")).filter(|m| !m.is_null()) {
+            nonneg(
+                e,
+                ru.and_then(|r| r.get("partition")),
+                "spec.updateStrategy.rollingUpdate.partition",
+            );
+            if let Some(mu) = ru
+                .and_then(|r| r.get("maxUnavailable"))
+                .filter(|m| !m.is_null())
+            {
                 let p = "spec.updateStrategy.rollingUpdate.maxUnavailable";
                 validate_int_or_percent(e, Some(mu), p);
                 if int_or_percent_value(Some(mu)) == 0 {
@@ -1184,36 +1519,64 @@ fn validate_statefulset(e: &mut Errs, o: &Value) {
                 }
             }
         }
-        other => e.invalid("spec.updateStrategy", &format!("apps.StatefulSetUpdateStrategy{{Type:{}}}", q(other)), "must be 'RollingUpdate' or 'OnDelete'"),
+        other => e.invalid(
+            "spec.updateStrategy",
+            &format!("apps.StatefulSetUpdateStrategy{{Type:{}}}", q(other)),
+            "must be 'RollingUpdate' or 'OnDelete'",
+        ),
     }
     if let Some(pol) = get("persistentVolumeClaimRetentionPolicy").filter(|p| p.is_object()) {
         for f in ["whenDeleted", "whenScaled"] {
             let v = str_of(pol.get(f));
             if !v.is_empty() && !matches!(v, "Retain" | "Delete") {
-                e.not_supported(&format!("spec.persistentVolumeClaimRetentionPolicy.{f}"), &q(v), &["Retain", "Delete"]);
+                e.not_supported(
+                    &format!("spec.persistentVolumeClaimRetentionPolicy.{f}"),
+                    &q(v),
+                    &["Retain", "Delete"],
+                );
             }
         }
     }
     nonneg(e, get("replicas"), "spec.replicas");
     nonneg(e, get("minReadySeconds"), "spec.minReadySeconds");
-    nonneg(e, get("ordinals").and_then(|o| o.get("start")), "spec.ordinals.start");
+    nonneg(
+        e,
+        get("ordinals").and_then(|o| o.get("start")),
+        "spec.ordinals.start",
+    );
     let sel = get("selector");
     if !present(sel) {
         e.required("spec.selector", "");
     } else {
         validate_label_selector(e, sel, "spec.selector");
         if selector_entry_count(sel) == 0 {
-            e.invalid("spec.selector", &go_selector(sel), "empty selector is invalid for statefulset");
+            e.invalid(
+                "spec.selector",
+                &go_selector(sel),
+                "empty selector is invalid for statefulset",
+            );
         }
     }
     if selector_converts(sel) {
         let labels = string_map(template_labels(spec));
         if !selector_is_empty(sel) && !selector_matches(sel, &labels) {
-            e.invalid("spec.template.metadata.labels", &go_map(template_labels(spec)), "`selector` does not match template `labels`");
+            e.invalid(
+                "spec.template.metadata.labels",
+                &go_map(template_labels(spec)),
+                "`selector` does not match template `labels`",
+            );
         }
         let meta = get("template").and_then(|t| t.get("metadata"));
-        validate_labels(e, meta.and_then(|m| m.get("labels")), "spec.template.labels");
-        validate_annotations(e, meta.and_then(|m| m.get("annotations")), "spec.template.annotations");
+        validate_labels(
+            e,
+            meta.and_then(|m| m.get("labels")),
+            "spec.template.labels",
+        );
+        validate_annotations(
+            e,
+            meta.and_then(|m| m.get("annotations")),
+            "spec.template.annotations",
+        );
     } else {
         e.invalid("spec.selector", &go_selector(sel), "");
     }
@@ -1222,7 +1585,10 @@ fn validate_statefulset(e: &mut Errs, o: &Value) {
         e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
     }
     if template_has_deadline(spec) {
-        e.forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in StatefulSet is not Supported");
+        e.forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in StatefulSet is not Supported",
+        );
     }
 }
 
@@ -1232,11 +1598,21 @@ fn validate_daemonset(e: &mut Errs, o: &Value) {
     // Upstream has no separate "required" check here: a missing selector selects nothing,
     // so it is reported as not matching the template labels.
     validate_label_selector(e, sel, "spec.selector");
-    if selector_converts(sel) && !selector_matches_or_everything(sel, &string_map(template_labels(spec))) {
-        e.invalid("spec.template.metadata.labels", &go_map(template_labels(spec)), "`selector` does not match template `labels`");
+    if selector_converts(sel)
+        && !selector_matches_or_everything(sel, &string_map(template_labels(spec)))
+    {
+        e.invalid(
+            "spec.template.metadata.labels",
+            &go_map(template_labels(spec)),
+            "`selector` does not match template `labels`",
+        );
     }
     if present(sel) && selector_entry_count(sel) == 0 {
-        e.invalid("spec.selector", &go_selector(sel), "empty selector is invalid for daemonset");
+        e.invalid(
+            "spec.selector",
+            &go_selector(sel),
+            "empty selector is invalid for daemonset",
+        );
     }
     validate_pod_template(e, spec.and_then(|s| s.get("template")), "spec.template");
     let rp = template_restart_policy(spec);
@@ -1244,15 +1620,30 @@ fn validate_daemonset(e: &mut Errs, o: &Value) {
         e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
     }
     if template_has_deadline(spec) {
-        e.forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in DaemonSet is not Supported");
+        e.forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in DaemonSet is not Supported",
+        );
     }
-    nonneg(e, spec.and_then(|s| s.get("minReadySeconds")), "spec.minReadySeconds");
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("minReadySeconds")),
+        "spec.minReadySeconds",
+    );
     let us = spec.and_then(|s| s.get("updateStrategy"));
     match str_of(us.and_then(|u| u.get("type"))) {
         "" | "OnDelete" | "RollingUpdate" => {}
-        other => e.not_supported("spec.updateStrategy", &format!("apps.DaemonSetUpdateStrategy{{Type:{}}}", q(other)), &["RollingUpdate", "OnDelete"]),
+        other => e.not_supported(
+            "spec.updateStrategy",
+            &format!("apps.DaemonSetUpdateStrategy{{Type:{}}}", q(other)),
+            &["RollingUpdate", "OnDelete"],
+        ),
     }
-    nonneg(e, spec.and_then(|s| s.get("revisionHistoryLimit")), "spec.revisionHistoryLimit");
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("revisionHistoryLimit")),
+        "spec.revisionHistoryLimit",
+    );
 }
 
 fn selector_matches_or_everything(sel: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
@@ -1266,26 +1657,49 @@ fn selector_matches_or_everything(sel: Option<&Value>, labels: &BTreeMap<String,
 /// `validateJobSpec`: the checks shared by Jobs and CronJob job templates.
 fn validate_job_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
     let get = |k: &str| spec.and_then(|s| s.get(k));
-    for f in ["parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished", "backoffLimitPerIndex", "maxFailedIndexes"] {
+    for f in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+    ] {
         nonneg(e, get(f), &child(path, f));
     }
     let mode = str_of(get("completionMode"));
     if !mode.is_empty() {
         if !matches!(mode, "NonIndexed" | "Indexed") {
-            e.not_supported(&child(path, "completionMode"), &q(mode), &["NonIndexed", "Indexed"]);
+            e.not_supported(
+                &child(path, "completionMode"),
+                &q(mode),
+                &["NonIndexed", "Indexed"],
+            );
         }
         if mode == "Indexed" {
             if !present(get("completions")) {
-                e.required(&child(path, "completions"), "when completion mode is Indexed");
+                e.required(
+                    &child(path, "completions"),
+                    "when completion mode is Indexed",
+                );
             }
             if let Some(p) = int_of(get("parallelism")).filter(|p| *p > 100_000) {
-                e.invalid(&child(path, "parallelism"), &p.to_string(), "must be less than or equal to 100000 when completion mode is Indexed");
+                e.invalid(
+                    &child(path, "parallelism"),
+                    &p.to_string(),
+                    "must be less than or equal to 100000 when completion mode is Indexed",
+                );
             }
         }
     }
     let prp = str_of(get("podReplacementPolicy"));
     if !prp.is_empty() && !matches!(prp, "TerminatingOrFailed" | "Failed") {
-        e.not_supported(&child(path, "podReplacementPolicy"), &q(prp), &["TerminatingOrFailed", "Failed"]);
+        e.not_supported(
+            &child(path, "podReplacementPolicy"),
+            &q(prp),
+            &["TerminatingOrFailed", "Failed"],
+        );
     }
     validate_pod_template(e, get("template"), &child(path, "template"));
     let rp_path = child(path, "template.spec.restartPolicy");
@@ -1311,12 +1725,24 @@ fn validate_job(e: &mut Errs, o: &Value) {
             validate_label_selector(e, sel, "spec.selector");
         }
         if selector_converts(sel) && !selector_matches(sel, &string_map(template_labels(spec))) {
-            e.invalid("spec.template.metadata.labels", &go_map(template_labels(spec)), "`selector` does not match template `labels`");
+            e.invalid(
+                "spec.template.metadata.labels",
+                &go_map(template_labels(spec)),
+                "`selector` does not match template `labels`",
+            );
         }
     }
-    let indexed_completions = int_of(get("completions")).filter(|c| *c > 0 && str_of(get("completionMode")) == "Indexed");
-    if let Some(host) = indexed_completions.map(|c| format!("{name}-{}", c - 1)).filter(|h| !is_dns1123_label(h).is_empty()) {
-        e.invalid("metadata.name", &q(name), &format!("will not able to create pod with invalid DNS label: {host}"));
+    let indexed_completions =
+        int_of(get("completions")).filter(|c| *c > 0 && str_of(get("completionMode")) == "Indexed");
+    if let Some(host) = indexed_completions
+        .map(|c| format!("{name}-{}", c - 1))
+        .filter(|h| !is_dns1123_label(h).is_empty())
+    {
+        e.invalid(
+            "metadata.name",
+            &q(name),
+            &format!("will not able to create pod with invalid DNS label: {host}"),
+        );
     }
 }
 
@@ -1329,18 +1755,33 @@ fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
     if !sem_eq(nget("completions"), oget("completions")) {
         let indexed = str_of(nget("completionMode")) == "Indexed";
         if !indexed {
-            e.invalid("spec.completions", &nget("completions").map(num).unwrap_or_else(|| q("null")), "field is immutable");
-        } else if let Some(c) = int_of(nget("completions")).filter(|c| Some(*c) != int_of(nget("parallelism"))) {
-            e.invalid("spec.completions", &c.to_string(), "can only be modified in tandem with spec.parallelism");
+            e.invalid(
+                "spec.completions",
+                &nget("completions").map(num).unwrap_or_else(|| q("null")),
+                "field is immutable",
+            );
+        } else if let Some(c) =
+            int_of(nget("completions")).filter(|c| Some(*c) != int_of(nget("parallelism")))
+        {
+            e.invalid(
+                "spec.completions",
+                &c.to_string(),
+                "can only be modified in tandem with spec.parallelism",
+            );
         }
     }
     if !sem_eq(nget("selector"), oget("selector")) {
-        e.invalid("spec.selector", &go_selector(nget("selector")), "field is immutable");
+        e.invalid(
+            "spec.selector",
+            &go_selector(nget("selector")),
+            "field is immutable",
+        );
     }
     // The template is immutable; a suspended Job that never started may change its
     // scheduling directives (node affinity, node selector, tolerations, labels, annotations,
     // scheduling gates).
-    let mutable_sched = bool_of(oget("suspend")) && !present(old.get("status").and_then(|s| s.get("startTime")));
+    let mutable_sched =
+        bool_of(oget("suspend")) && !present(old.get("status").and_then(|s| s.get("startTime")));
     let strip = |t: Option<&Value>| -> Value {
         let mut t = t.cloned().unwrap_or(Value::Null);
         if mutable_sched {
@@ -1355,15 +1796,25 @@ fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
                 if let Some(a) = s.get_mut("affinity").and_then(Value::as_object_mut) {
                     a.remove("nodeAffinity");
                 }
-                if s.get("affinity").and_then(Value::as_object).is_some_and(|a| a.is_empty()) {
+                if s.get("affinity")
+                    .and_then(Value::as_object)
+                    .is_some_and(|a| a.is_empty())
+                {
                     s.remove("affinity");
                 }
             }
         }
         t
     };
-    if !sem_eq(Some(&strip(nget("template"))), Some(&strip(oget("template")))) {
-        e.invalid("spec.template", &go_pod_template(nget("template")), "field is immutable");
+    if !sem_eq(
+        Some(&strip(nget("template"))),
+        Some(&strip(oget("template"))),
+    ) {
+        e.invalid(
+            "spec.template",
+            &go_pod_template(nget("template")),
+            "field is immutable",
+        );
     }
     for f in ["completionMode", "podFailurePolicy", "backoffLimitPerIndex"] {
         if !sem_eq(nget(f), oget(f)) {
@@ -1379,22 +1830,39 @@ fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
 
 /// An approximation of Go's `%#v` for a PodTemplateSpec (upstream prints the whole struct).
 fn go_pod_template(t: Option<&Value>) -> String {
-    format!("core.PodTemplateSpec{{{}}}", t.map(|v| v.to_string()).unwrap_or_default())
+    format!(
+        "core.PodTemplateSpec{{{}}}",
+        t.map(|v| v.to_string()).unwrap_or_default()
+    )
 }
 
 // --- cron schedules (robfig/cron v3 ParseStandard) ---
 
 fn cron_int(expr: &str) -> Result<u32, String> {
-    let n: i64 = expr
-        .parse()
-        .map_err(|_| format!("failed to parse int from {expr}: strconv.Atoi: parsing {}: invalid syntax", q(expr)))?;
+    let n: i64 = expr.parse().map_err(|_| {
+        format!(
+            "failed to parse int from {expr}: strconv.Atoi: parsing {}: invalid syntax",
+            q(expr)
+        )
+    })?;
     if n < 0 {
         return Err(format!("negative number ({n}) not allowed: {expr}"));
     }
-    u32::try_from(n).map_err(|_| format!("failed to parse int from {expr}: strconv.Atoi: parsing {}: value out of range", q(expr)))
+    u32::try_from(n).map_err(|_| {
+        format!(
+            "failed to parse int from {expr}: strconv.Atoi: parsing {}: value out of range",
+            q(expr)
+        )
+    })
 }
 
-fn cron_range(expr: &str, min: u32, max: u32, names: &[&str], name_base: u32) -> Result<(), String> {
+fn cron_range(
+    expr: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    name_base: u32,
+) -> Result<(), String> {
     let int_or_name = |s: &str| -> Result<u32, String> {
         let lower = s.to_lowercase();
         match names.iter().position(|n| *n == lower) {
@@ -1429,13 +1897,19 @@ fn cron_range(expr: &str, min: u32, max: u32, names: &[&str], name_base: u32) ->
         _ => return Err(format!("too many slashes: {expr}")),
     };
     if start < min {
-        return Err(format!("beginning of range ({start}) below minimum ({min}): {expr}"));
+        return Err(format!(
+            "beginning of range ({start}) below minimum ({min}): {expr}"
+        ));
     }
     if end > max {
-        return Err(format!("end of range ({end}) above maximum ({max}): {expr}"));
+        return Err(format!(
+            "end of range ({end}) above maximum ({max}): {expr}"
+        ));
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end}): {expr}"));
+        return Err(format!(
+            "beginning of range ({start}) beyond end of range ({end}): {expr}"
+        ));
     }
     if step == 0 {
         return Err(format!("step of range should be a positive number: {expr}"));
@@ -1451,23 +1925,41 @@ fn parse_cron(spec: &str) -> Result<(), String> {
     if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
         match spec.find(' ') {
             Some(i) => spec = spec[i..].trim_start(),
-            None => return Err(format!("provided bad location {}: unknown time zone {}", spec, spec)),
+            None => {
+                return Err(format!(
+                    "provided bad location {}: unknown time zone {}",
+                    spec, spec
+                ))
+            }
         }
     }
     if spec.starts_with('@') {
         return match spec {
-            "@yearly" | "@annually" | "@monthly" | "@weekly" | "@daily" | "@midnight" | "@hourly" => Ok(()),
+            "@yearly" | "@annually" | "@monthly" | "@weekly" | "@daily" | "@midnight"
+            | "@hourly" => Ok(()),
             s if s.starts_with("@every ") => Ok(()),
             s => Err(format!("unrecognized descriptor: {s}")),
         };
     }
     let fields: Vec<&str> = spec.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!("expected exactly 5 fields, found {}: [{}]", fields.len(), fields.join(" ")));
+        return Err(format!(
+            "expected exactly 5 fields, found {}: [{}]",
+            fields.len(),
+            fields.join(" ")
+        ));
     }
-    const MONTHS: &[&str] = &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    const MONTHS: &[&str] = &[
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
     const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-    let bounds: [(u32, u32, &[&str], u32); 5] = [(0, 59, &[], 0), (0, 23, &[], 0), (1, 31, &[], 0), (1, 12, MONTHS, 1), (0, 6, DAYS, 0)];
+    let bounds: [(u32, u32, &[&str], u32); 5] = [
+        (0, 59, &[], 0),
+        (0, 23, &[], 0),
+        (1, 31, &[], 0),
+        (1, 12, MONTHS, 1),
+        (0, 6, DAYS, 0),
+    ];
     for (f, (min, max, names, base)) in fields.iter().zip(bounds) {
         for part in f.split(',') {
             cron_range(part, min, max, names, base)?;
@@ -1486,32 +1978,72 @@ fn validate_cronjob(e: &mut Errs, o: &Value, old: Option<&Value>) {
         if let Err(msg) = parse_cron(schedule) {
             e.invalid("spec.schedule", &q(schedule), &msg);
         }
-        let allow_tz = old.is_some_and(|o| str_of(o.get("spec").and_then(|s| s.get("schedule"))).contains("TZ"));
+        let allow_tz = old
+            .is_some_and(|o| str_of(o.get("spec").and_then(|s| s.get("schedule"))).contains("TZ"));
         if allow_tz && schedule.contains("TZ") && present(get("timeZone")) {
-            e.invalid("spec.schedule", &q(schedule), "cannot use both timeZone field and TZ or CRON_TZ in schedule");
+            e.invalid(
+                "spec.schedule",
+                &q(schedule),
+                "cannot use both timeZone field and TZ or CRON_TZ in schedule",
+            );
         } else if !allow_tz && schedule.contains("TZ") {
-            e.invalid("spec.schedule", &q(schedule), "cannot use TZ or CRON_TZ in schedule, use timeZone field instead");
+            e.invalid(
+                "spec.schedule",
+                &q(schedule),
+                "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            );
         }
     }
-    nonneg(e, get("startingDeadlineSeconds"), "spec.startingDeadlineSeconds");
+    nonneg(
+        e,
+        get("startingDeadlineSeconds"),
+        "spec.startingDeadlineSeconds",
+    );
     let cp = str_of(get("concurrencyPolicy"));
     if !cp.is_empty() && !matches!(cp, "Allow" | "Forbid" | "Replace") {
-        e.not_supported("spec.concurrencyPolicy", &q(cp), &["Allow", "Forbid", "Replace"]);
+        e.not_supported(
+            "spec.concurrencyPolicy",
+            &q(cp),
+            &["Allow", "Forbid", "Replace"],
+        );
     }
     let jt_spec = get("jobTemplate").and_then(|j| j.get("spec"));
     validate_job_spec(e, jt_spec, "spec.jobTemplate.spec");
-    if let Some(sel) = jt_spec.and_then(|s| s.get("selector")).filter(|s| !s.is_null()) {
-        e.invalid("spec.jobTemplate.spec.selector", &go_selector(Some(sel)), "`selector` will be auto-generated");
+    if let Some(sel) = jt_spec
+        .and_then(|s| s.get("selector"))
+        .filter(|s| !s.is_null())
+    {
+        e.invalid(
+            "spec.jobTemplate.spec.selector",
+            &go_selector(Some(sel)),
+            "`selector` will be auto-generated",
+        );
     }
     if bool_of(jt_spec.and_then(|s| s.get("manualSelector"))) {
-        e.not_supported("spec.jobTemplate.spec.manualSelector", "true", &["nil", "false"]);
+        e.not_supported(
+            "spec.jobTemplate.spec.manualSelector",
+            "true",
+            &["nil", "false"],
+        );
     }
-    nonneg(e, get("successfulJobsHistoryLimit"), "spec.successfulJobsHistoryLimit");
-    nonneg(e, get("failedJobsHistoryLimit"), "spec.failedJobsHistoryLimit");
+    nonneg(
+        e,
+        get("successfulJobsHistoryLimit"),
+        "spec.successfulJobsHistoryLimit",
+    );
+    nonneg(
+        e,
+        get("failedJobsHistoryLimit"),
+        "spec.failedJobsHistoryLimit",
+    );
     if old.is_none() {
         let name = str_of(o.get("metadata").and_then(|m| m.get("name")));
         if name.len() > 52 {
-            e.invalid("metadata.name", &q(name), "must be no more than 52 characters");
+            e.invalid(
+                "metadata.name",
+                &q(name),
+                "must be no more than 52 characters",
+            );
         }
     }
 }
@@ -1526,14 +2058,23 @@ fn validate_pod_create(e: &mut Errs, o: &Value) {
     if !arr(spec.and_then(|s| s.get("ephemeralContainers"))).is_empty() {
         e.forbidden("spec.ephemeralContainers", "cannot be set on create");
     }
-    if !str_of(spec.and_then(|s| s.get("nodeName"))).is_empty() && !arr(spec.and_then(|s| s.get("schedulingGates"))).is_empty() {
-        e.forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared");
+    if !str_of(spec.and_then(|s| s.get("nodeName"))).is_empty()
+        && !arr(spec.and_then(|s| s.get("schedulingGates"))).is_empty()
+    {
+        e.forbidden(
+            "spec.nodeName",
+            "cannot be set until all schedulingGates have been cleared",
+        );
     }
     for list in ["containers", "initContainers"] {
         for (i, c) in arr(spec.and_then(|s| s.get(list))).iter().enumerate() {
             let image = str_of(c.get("image"));
             if image.trim() != image {
-                e.invalid(&format!("spec.{list}[{i}].image"), &q(image), "must not have leading or trailing whitespace");
+                e.invalid(
+                    &format!("spec.{list}[{i}].image"),
+                    &q(image),
+                    "must not have leading or trailing whitespace",
+                );
             }
         }
     }
@@ -1550,7 +2091,10 @@ fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
         let nc = arr(ns.get(list));
         let oc = arr(os.get(list));
         if nc.len() != oc.len() {
-            e.forbidden(&format!("spec.{list}"), "pod updates may not add or remove containers");
+            e.forbidden(
+                &format!("spec.{list}"),
+                "pod updates may not add or remove containers",
+            );
             return;
         }
         for (i, c) in nc.iter().enumerate() {
@@ -1559,22 +2103,41 @@ fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
                 e.required(&format!("spec.{list}[{i}].image"), "");
             }
             if image.trim() != image {
-                e.invalid(&format!("spec.{list}[{i}].image"), &q(image), "must not have leading or trailing whitespace");
+                e.invalid(
+                    &format!("spec.{list}[{i}].image"),
+                    &q(image),
+                    "must not have leading or trailing whitespace",
+                );
             }
         }
     }
-    match (int_of(ns.get("activeDeadlineSeconds")), int_of(os.get("activeDeadlineSeconds"))) {
+    match (
+        int_of(ns.get("activeDeadlineSeconds")),
+        int_of(os.get("activeDeadlineSeconds")),
+    ) {
         (Some(n), old_ads) => {
             if !(0..=i64::from(i32::MAX)).contains(&n) {
-                e.invalid("spec.activeDeadlineSeconds", &n.to_string(), "must be between 0 and 2147483647, inclusive");
+                e.invalid(
+                    "spec.activeDeadlineSeconds",
+                    &n.to_string(),
+                    "must be between 0 and 2147483647, inclusive",
+                );
                 return;
             }
             if old_ads.is_some_and(|o| o < n) {
-                e.invalid("spec.activeDeadlineSeconds", &n.to_string(), "must be less than or equal to previous value");
+                e.invalid(
+                    "spec.activeDeadlineSeconds",
+                    &n.to_string(),
+                    "must be less than or equal to previous value",
+                );
                 return;
             }
         }
-        (None, Some(_)) => e.invalid("spec.activeDeadlineSeconds", &q("null"), "must not update from a positive integer to nil value"),
+        (None, Some(_)) => e.invalid(
+            "spec.activeDeadlineSeconds",
+            &q("null"),
+            "must not update from a positive integer to nil value",
+        ),
         (None, None) => {}
     }
     // Tolerations may only be added (existing ones kept; tolerationSeconds of NoExecute
@@ -1582,30 +2145,50 @@ fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
     let new_tols = arr(ns.get("tolerations"));
     for (i, t) in arr(os.get("tolerations")).iter().enumerate() {
         let same_key = |n: &&Value| {
-            ["key", "operator", "value", "effect"].iter().all(|k| str_of(n.get(*k)) == str_of(t.get(*k)))
+            ["key", "operator", "value", "effect"]
+                .iter()
+                .all(|k| str_of(n.get(*k)) == str_of(t.get(*k)))
         };
         match new_tols.iter().find(same_key) {
-            None => e.forbidden(&format!("spec.tolerations[{i}]"), "existing toleration can not be modified except its tolerationSeconds"),
+            None => e.forbidden(
+                &format!("spec.tolerations[{i}]"),
+                "existing toleration can not be modified except its tolerationSeconds",
+            ),
             Some(n) => {
-                let (a, b) = (int_of(n.get("tolerationSeconds")), int_of(t.get("tolerationSeconds")));
+                let (a, b) = (
+                    int_of(n.get("tolerationSeconds")),
+                    int_of(t.get("tolerationSeconds")),
+                );
                 if matches!((a, b), (Some(a), Some(b)) if a > b && b > 0) {
-                    e.forbidden(&format!("spec.tolerations[{i}].tolerationSeconds"), "only decreasing tolerationSeconds is allowed");
+                    e.forbidden(
+                        &format!("spec.tolerations[{i}].tolerationSeconds"),
+                        "only decreasing tolerationSeconds is allowed",
+                    );
                 }
             }
         }
     }
     // Scheduling gates may only be removed.
-    let old_gates: Vec<&str> = arr(os.get("schedulingGates")).iter().map(|g| str_of(g.get("name"))).collect();
+    let old_gates: Vec<&str> = arr(os.get("schedulingGates"))
+        .iter()
+        .map(|g| str_of(g.get("name")))
+        .collect();
     for (i, g) in arr(ns.get("schedulingGates")).iter().enumerate() {
         if !old_gates.contains(&str_of(g.get("name"))) {
-            e.forbidden(&format!("spec.schedulingGates[{i}]"), "only deletion is allowed, but found new scheduling gate");
+            e.forbidden(
+                &format!("spec.schedulingGates[{i}]"),
+                "only deletion is allowed, but found new scheduling gate",
+            );
         }
     }
     // Everything else must stay as it was.
     let mut munged = ns.clone();
     let mut original = os.clone();
     for list in ["containers", "initContainers"] {
-        if let (Some(m), Some(o)) = (munged.get_mut(list).and_then(Value::as_array_mut), os.get(list).and_then(Value::as_array)) {
+        if let (Some(m), Some(o)) = (
+            munged.get_mut(list).and_then(Value::as_array_mut),
+            os.get(list).and_then(Value::as_array),
+        ) {
             for (c, oc) in m.iter_mut().zip(o) {
                 if let Some(c) = c.as_object_mut() {
                     match oc.get("image") {
@@ -1622,7 +2205,9 @@ fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
             o.remove(f);
         }
         let old_tgps = int_of(o.get("terminationGracePeriodSeconds"));
-        if old_tgps.is_some_and(|t| t < 0) && int_of(m.get("terminationGracePeriodSeconds")) == Some(1) {
+        if old_tgps.is_some_and(|t| t < 0)
+            && int_of(m.get("terminationGracePeriodSeconds")) == Some(1)
+        {
             m.remove("terminationGracePeriodSeconds");
             o.remove("terminationGracePeriodSeconds");
         }
@@ -1652,7 +2237,8 @@ fn diff_into(out: &mut Vec<String>, path: &str, a: Option<&Value>, b: Option<&Va
             }
         }
         _ => {
-            let show = |v: Option<&Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "null".into());
+            let show =
+                |v: Option<&Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "null".into());
             out.push(format!("  {path}: - {} + {}", show(a), show(b)));
         }
     }
@@ -1674,7 +2260,11 @@ fn validate_rc(e: &mut Errs, o: &Value) {
     if !sel.is_empty() {
         let labels = string_map(template_labels(spec));
         if sel.iter().any(|(k, v)| labels.get(k) != Some(v)) {
-            e.invalid("spec.template.metadata.labels", &go_map(template_labels(spec)), "`selector` does not match template `labels`");
+            e.invalid(
+                "spec.template.metadata.labels",
+                &go_map(template_labels(spec)),
+                "`selector` does not match template `labels`",
+            );
         }
     }
     validate_pod_template(e, get("template"), "spec.template");
@@ -1683,7 +2273,10 @@ fn validate_rc(e: &mut Errs, o: &Value) {
         e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
     }
     if template_has_deadline(spec) {
-        e.forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in ReplicationController is not Supported");
+        e.forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in ReplicationController is not Supported",
+        );
     }
 }
 
@@ -1713,12 +2306,20 @@ fn validate_service(e: &mut Errs, o: &Value) {
     match ty {
         "LoadBalancer" | "NodePort" => {
             if headless {
-                e.invalid("spec.clusterIPs[0]", &q("None"), &format!("may not be set to 'None' for {ty} services"));
+                e.invalid(
+                    "spec.clusterIPs[0]",
+                    &q("None"),
+                    &format!("may not be set to 'None' for {ty} services"),
+                );
             }
             if ty == "LoadBalancer" {
                 for (i, p) in ports.iter().enumerate() {
                     if int_of(p.get("port")) == Some(10250) {
-                        e.invalid(&idx("spec.ports", i), "10250", "may not expose port 10250 externally since it is used by kubelet");
+                        e.invalid(
+                            &idx("spec.ports", i),
+                            "10250",
+                            "may not expose port 10250 externally since it is used by kubelet",
+                        );
                     }
                 }
             }
@@ -1726,7 +2327,10 @@ fn validate_service(e: &mut Errs, o: &Value) {
         "ExternalName" => {
             let ips = arr(get("clusterIPs"));
             if !ips.is_empty() || !str_of(get("clusterIP")).is_empty() {
-                e.forbidden("spec.clusterIPs", "may not be set for ExternalName services");
+                e.forbidden(
+                    "spec.clusterIPs",
+                    "may not be set for ExternalName services",
+                );
             }
             let cname = str_of(get("externalName"));
             let cname = cname.strip_suffix('.').unwrap_or(cname);
@@ -1756,7 +2360,9 @@ fn validate_service(e: &mut Errs, o: &Value) {
         }
         validate_protocol(e, p.get("protocol"), &child(&pp, "protocol"));
         match p.get("targetPort") {
-            Some(Value::String(s)) => e.invalid_msgs(&child(&pp, "targetPort"), s, is_valid_port_name(s)),
+            Some(Value::String(s)) => {
+                e.invalid_msgs(&child(&pp, "targetPort"), s, is_valid_port_name(s))
+            }
             Some(n @ Value::Number(_)) => {
                 let n = int_of(Some(n)).unwrap_or(0);
                 for m in is_valid_port_num(n) {
@@ -1771,13 +2377,25 @@ fn validate_service(e: &mut Errs, o: &Value) {
     if !sa.is_empty() && !matches!(sa, "ClientIP" | "None") {
         e.not_supported("spec.sessionAffinity", &q(sa), &["ClientIP", "None"]);
     }
-    if !str_of(get("type")).is_empty() && !matches!(ty, "ClusterIP" | "ExternalName" | "LoadBalancer" | "NodePort") {
-        e.not_supported("spec.type", &q(ty), &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]);
+    if !str_of(get("type")).is_empty()
+        && !matches!(
+            ty,
+            "ClusterIP" | "ExternalName" | "LoadBalancer" | "NodePort"
+        )
+    {
+        e.not_supported(
+            "spec.type",
+            &q(ty),
+            &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+        );
     }
     if ty == "ClusterIP" {
         for (i, p) in ports.iter().enumerate() {
             if int_of(p.get("nodePort")).is_some_and(|n| n != 0) {
-                e.forbidden(&format!("spec.ports[{i}].nodePort"), "may not be used when `type` is 'ClusterIP'");
+                e.forbidden(
+                    &format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                );
             }
         }
     }
@@ -1799,7 +2417,11 @@ fn service_primary_ip(spec: Option<&Value>) -> Option<String> {
     if !ip.is_empty() {
         return Some(ip.to_string());
     }
-    arr(spec.get("clusterIPs")).first().and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from)
+    arr(spec.get("clusterIPs"))
+        .first()
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
 }
 
 fn validate_service_update(e: &mut Errs, new: &Value, old: &Value) {
@@ -1807,14 +2429,22 @@ fn validate_service_update(e: &mut Errs, new: &Value, old: &Value) {
     if ty(new) == "ExternalName" || ty(old) == "ExternalName" {
         return;
     }
-    match (service_primary_ip(new.get("spec")), service_primary_ip(old.get("spec"))) {
+    match (
+        service_primary_ip(new.get("spec")),
+        service_primary_ip(old.get("spec")),
+    ) {
         (Some(n), Some(o)) if n != o => {
             // A changed clusterIP replaces the list (upstream normalises clusterIPs from it).
-            let mut ips: Vec<Value> = arr(new.get("spec").and_then(|s| s.get("clusterIPs"))).to_vec();
+            let mut ips: Vec<Value> =
+                arr(new.get("spec").and_then(|s| s.get("clusterIPs"))).to_vec();
             if ips.first().and_then(Value::as_str) != Some(n.as_str()) {
                 ips = vec![Value::String(n)];
             }
-            e.invalid("spec.clusterIPs[0]", &go_string_slice(Some(&Value::Array(ips))), "may not change once set");
+            e.invalid(
+                "spec.clusterIPs[0]",
+                &go_string_slice(Some(&Value::Array(ips))),
+                "may not change once set",
+            );
         }
         _ => {}
     }
@@ -1827,7 +2457,11 @@ fn validate_configmap(e: &mut Errs, o: &Value) {
     for (k, v) in data.into_iter().flatten() {
         e.invalid_msgs(&key("data", k), k, is_config_map_key(k));
         if binary.is_some_and(|b| b.contains_key(k)) {
-            e.invalid(&key("data", k), &q(k), "duplicate of key present in binaryData");
+            e.invalid(
+                &key("data", k),
+                &q(k),
+                "duplicate of key present in binaryData",
+            );
         }
         total += scalar_string(v).len();
     }
@@ -1858,18 +2492,29 @@ fn validate_secret(e: &mut Errs, o: &Value) {
     let has = |k: &str| data.is_some_and(|d| d.contains_key(k));
     match str_of(o.get("type")) {
         "kubernetes.io/service-account-token" => {
-            let name = str_of(o.get("metadata").and_then(|m| m.get("annotations")).and_then(|a| a.get("kubernetes.io/service-account.name")));
+            let name = str_of(
+                o.get("metadata")
+                    .and_then(|m| m.get("annotations"))
+                    .and_then(|a| a.get("kubernetes.io/service-account.name")),
+            );
             if name.is_empty() {
-                e.required("metadata.annotations[kubernetes.io/service-account.name]", "");
+                e.required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
+                );
             }
         }
         "kubernetes.io/dockercfg" if !has(".dockercfg") => e.required("data[.dockercfg]", ""),
-        "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => e.required("data[.dockerconfigjson]", ""),
+        "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => {
+            e.required("data[.dockerconfigjson]", "")
+        }
         "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
             e.required("data[username]", "");
             e.required("data[password]", "");
         }
-        "kubernetes.io/ssh-auth" if str_of(data.and_then(|d| d.get("ssh-privatekey"))).is_empty() => {
+        "kubernetes.io/ssh-auth"
+            if str_of(data.and_then(|d| d.get("ssh-privatekey"))).is_empty() =>
+        {
             e.required("data[ssh-privatekey]", "")
         }
         "kubernetes.io/tls" => {
@@ -1899,12 +2544,19 @@ fn validate_immutable_data(e: &mut Errs, new: &Value, old: &Value, fields: &[&st
     }
 }
 
-const ACCESS_MODES: &[&str] = &["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"];
+const ACCESS_MODES: &[&str] = &[
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOnce",
+    "ReadWriteOncePod",
+];
 
 /// A resource quantity in units (approximate: enough to compare sizes).
 fn quantity(s: &str) -> Option<f64> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
     let (n, suffix) = s.split_at(split);
     let n: f64 = n.parse().ok()?;
     let mult = match suffix {
@@ -1932,7 +2584,10 @@ fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
     let get = |k: &str| spec.and_then(|s| s.get(k));
     let modes = arr(get("accessModes"));
     if modes.is_empty() {
-        e.required(&child(path, "accessModes"), "at least 1 access mode is required");
+        e.required(
+            &child(path, "accessModes"),
+            "at least 1 access mode is required",
+        );
     }
     validate_label_selector(e, get("selector"), &child(path, "selector"));
     for m in modes {
@@ -1942,7 +2597,10 @@ fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
         }
     }
     let storage_path = key(&child(path, "resources"), "storage");
-    match get("resources").and_then(|r| r.get("requests")).and_then(|r| r.get("storage")) {
+    match get("resources")
+        .and_then(|r| r.get("requests"))
+        .and_then(|r| r.get("storage"))
+    {
         None | Some(Value::Null) => e.required(&storage_path, ""),
         Some(v) => {
             let s = int_or_string(v);
@@ -1955,7 +2613,11 @@ fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
     }
     let sc = str_of(get("storageClassName"));
     if !sc.is_empty() {
-        e.invalid_msgs(&child(path, "storageClassName"), sc, is_dns1123_subdomain(sc));
+        e.invalid_msgs(
+            &child(path, "storageClassName"),
+            sc,
+            is_dns1123_subdomain(sc),
+        );
     }
     let vm = str_of(get("volumeMode"));
     if !vm.is_empty() && !matches!(vm, "Block" | "Filesystem") {
@@ -1964,7 +2626,12 @@ fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
 }
 
 fn storage_request(o: &Value) -> Option<f64> {
-    o.get("spec")?.get("resources")?.get("requests")?.get("storage").map(int_or_string).and_then(|s| quantity(&s))
+    o.get("spec")?
+        .get("resources")?
+        .get("requests")?
+        .get("storage")
+        .map(int_or_string)
+        .and_then(|s| quantity(&s))
 }
 
 fn validate_pvc_update(e: &mut Errs, new: &Value, old: &Value) {
@@ -1987,9 +2654,17 @@ fn validate_pvc_update(e: &mut Errs, new: &Value, old: &Value) {
             _ => {}
         }
     }
-    let phase = str_of(new.get("status").and_then(|s| s.get("phase")).or_else(|| old.get("status").and_then(|s| s.get("phase"))));
+    let phase = str_of(
+        new.get("status")
+            .and_then(|s| s.get("phase"))
+            .or_else(|| old.get("status").and_then(|s| s.get("phase"))),
+    );
     let strip_storage = |s: &mut Value| {
-        if let Some(r) = s.get_mut("resources").and_then(|r| r.get_mut("requests")).and_then(Value::as_object_mut) {
+        if let Some(r) = s
+            .get_mut("resources")
+            .and_then(|r| r.get_mut("requests"))
+            .and_then(Value::as_object_mut)
+        {
             r.remove("storage");
         }
     };
@@ -2004,7 +2679,10 @@ fn validate_pvc_update(e: &mut Errs, new: &Value, old: &Value) {
         );
     }
     if matches!((storage_request(new), storage_request(old)), (Some(n), Some(o)) if n < o) {
-        e.forbidden("spec.resources.requests.storage", "field can not be less than previous value");
+        e.forbidden(
+            "spec.resources.requests.storage",
+            "field can not be less than previous value",
+        );
     }
 }
 
@@ -2019,7 +2697,11 @@ fn validate_pv(e: &mut Errs, o: &Value) {
         Some(c) if c.is_empty() => e.required("spec.capacity", ""),
         Some(c) => {
             if !c.contains_key("storage") || c.len() > 1 {
-                e.not_supported("spec.capacity", &go_map(spec.and_then(|s| s.get("capacity"))), &["storage"]);
+                e.not_supported(
+                    "spec.capacity",
+                    &go_map(spec.and_then(|s| s.get("capacity"))),
+                    &["storage"],
+                );
             }
         }
     }
@@ -2036,7 +2718,10 @@ fn go_taint(t: &Value) -> String {
 
 fn validate_node(e: &mut Errs, o: &Value) {
     let mut seen = HashSet::new();
-    for (i, t) in arr(o.get("spec").and_then(|s| s.get("taints"))).iter().enumerate() {
+    for (i, t) in arr(o.get("spec").and_then(|s| s.get("taints")))
+        .iter()
+        .enumerate()
+    {
         let p = idx("spec.taints", i);
         let k = str_of(t.get("key"));
         e.invalid_msgs(&child(&p, "key"), k, is_qualified_name(k));
@@ -2048,7 +2733,14 @@ fn validate_node(e: &mut Errs, o: &Value) {
         let effect = str_of(t.get("effect"));
         validate_taint_effect(e, effect, false, &child(&p, "effect"));
         if !seen.insert((k.to_string(), effect.to_string())) {
-            e.push("FieldValueDuplicate", &p, format!("Duplicate value: {}: taints must be unique by key and effect pair", go_taint(t)));
+            e.push(
+                "FieldValueDuplicate",
+                &p,
+                format!(
+                    "Duplicate value: {}: taints must be unique by key and effect pair",
+                    go_taint(t)
+                ),
+            );
         }
     }
 }
@@ -2058,7 +2750,11 @@ fn validate_namespace(e: &mut Errs, o: &Value) {
         let f = scalar_string(f);
         e.invalid_msgs("spec.finalizers", &f, is_qualified_name(&f));
         if !f.contains('/') && f != "kubernetes" {
-            e.invalid("spec.finalizers", &q(&f), "name is neither a standard finalizer name nor is it fully qualified");
+            e.invalid(
+                "spec.finalizers",
+                &q(&f),
+                "name is neither a standard finalizer name nor is it fully qualified",
+            );
         }
     }
 }
@@ -2089,16 +2785,28 @@ fn validate_pdb(e: &mut Errs, o: &Value) {
     validate_label_selector(e, get("selector"), "spec.selector");
     let uhp = str_of(get("unhealthyPodEvictionPolicy"));
     if !uhp.is_empty() && !matches!(uhp, "AlwaysAllow" | "IfHealthyBudget") {
-        e.not_supported("spec.unhealthyPodEvictionPolicy", &q(uhp), &["AlwaysAllow", "IfHealthyBudget"]);
+        e.not_supported(
+            "spec.unhealthyPodEvictionPolicy",
+            &q(uhp),
+            &["AlwaysAllow", "IfHealthyBudget"],
+        );
     }
 }
 
 fn validate_lease(e: &mut Errs, o: &Value) {
     let spec = o.get("spec");
     if let Some(d) = int_of(spec.and_then(|s| s.get("leaseDurationSeconds"))).filter(|d| *d <= 0) {
-        e.invalid("spec.leaseDurationSeconds", &d.to_string(), "must be greater than 0");
+        e.invalid(
+            "spec.leaseDurationSeconds",
+            &d.to_string(),
+            "must be greater than 0",
+        );
     }
-    nonneg(e, spec.and_then(|s| s.get("leaseTransitions")), "spec.leaseTransitions");
+    nonneg(
+        e,
+        spec.and_then(|s| s.get("leaseTransitions")),
+        "spec.leaseTransitions",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2107,11 +2815,21 @@ fn validate_lease(e: &mut Errs, o: &Value) {
 
 /// Validate an object of this kind as kube-apiserver would on create (`old == None`) or
 /// update (`old == Some(previous)`). An empty result means the object is valid.
-pub fn validate(group: &str, version: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+pub fn validate(
+    group: &str,
+    version: &str,
+    kind: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldCause> {
     let _ = version;
     let mut e = Errs::default();
     if !obj.is_object() {
-        e.invalid("", &q("<not an object>"), "the object must be a JSON object");
+        e.invalid(
+            "",
+            &q("<not an object>"),
+            "the object must be a JSON object",
+        );
         return e.0;
     }
     let update = old.is_some();
@@ -2183,13 +2901,23 @@ pub fn validate(group: &str, version: &str, kind: &str, obj: &Value, old: Option
                 let strip = |s: Option<&Value>| -> Value {
                     let mut s = s.cloned().unwrap_or(Value::Null);
                     if let Some(m) = s.as_object_mut() {
-                        for f in ["replicas", "template", "updateStrategy", "minReadySeconds", "ordinals", "persistentVolumeClaimRetentionPolicy"] {
+                        for f in [
+                            "replicas",
+                            "template",
+                            "updateStrategy",
+                            "minReadySeconds",
+                            "ordinals",
+                            "persistentVolumeClaimRetentionPolicy",
+                        ] {
                             m.remove(f);
                         }
                     }
                     s
                 };
-                if !sem_eq(Some(&strip(obj.get("spec"))), Some(&strip(prev.get("spec")))) {
+                if !sem_eq(
+                    Some(&strip(obj.get("spec"))),
+                    Some(&strip(prev.get("spec"))),
+                ) {
                     e.forbidden(
                         "spec",
                         "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
@@ -2229,7 +2957,9 @@ mod tests {
     }
 
     fn fields(c: &[FieldCause]) -> Vec<String> {
-        c.iter().map(|c| format!("{}|{}", c.field, c.message)).collect()
+        c.iter()
+            .map(|c| format!("{}|{}", c.field, c.message))
+            .collect()
     }
 
     fn pod_spec() -> Value {
@@ -2244,29 +2974,54 @@ mod tests {
     fn names_per_kind() {
         let c = validate_name("ConfigMap", "Bad_Name").expect("invalid");
         assert_eq!(c.reason, "FieldValueInvalid");
-        assert!(c.message.starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+        assert!(c
+            .message
+            .starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
         assert!(validate_name("ConfigMap", "a.b-c").is_none());
         let ns = validate_name("Namespace", "a.b").expect("dots");
         assert_eq!(ns.message, "Invalid value: \"a.b\": must not contain dots");
         let svc = validate_name("Service", "1abc").expect("1035");
-        assert!(svc.message.contains("a DNS-1035 label must consist of"), "{}", svc.message);
+        assert!(
+            svc.message.contains("a DNS-1035 label must consist of"),
+            "{}",
+            svc.message
+        );
         assert!(svc.message.contains("(e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"));
         assert!(validate_name("ClusterRole", "system:controller:x").is_none());
-        assert_eq!(validate_name("Role", "a/b").map(|c| c.message), Some("Invalid value: \"a/b\": may not contain '/'".into()));
-        assert_eq!(validate_name("Role", "..").map(|c| c.message), Some("Invalid value: \"..\": may not be '..'".into()));
-        assert_eq!(validate_name("Pod", "").map(|c| c.reason), Some("FieldValueRequired"));
+        assert_eq!(
+            validate_name("Role", "a/b").map(|c| c.message),
+            Some("Invalid value: \"a/b\": may not contain '/'".into())
+        );
+        assert_eq!(
+            validate_name("Role", "..").map(|c| c.message),
+            Some("Invalid value: \"..\": may not be '..'".into())
+        );
+        assert_eq!(
+            validate_name("Pod", "").map(|c| c.reason),
+            Some("FieldValueRequired")
+        );
         let long = "a".repeat(64);
         assert_eq!(
             validate_name("Namespace", &long).map(|c| c.message),
-            Some(format!("Invalid value: \"{long}\": must be no more than 63 characters"))
+            Some(format!(
+                "Invalid value: \"{long}\": must be no more than 63 characters"
+            ))
         );
     }
 
     #[test]
     fn generate_name_prefix() {
-        let c = v("", "ConfigMap", json!({"metadata": {"generateName": "gen-", "name": "gen-abcde"}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"generateName": "gen-", "name": "gen-abcde"}}),
+        );
         assert!(c.is_empty(), "{c:?}");
-        let c = v("", "ConfigMap", json!({"metadata": {"generateName": "Gen-", "name": "Gen-abcde"}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"generateName": "Gen-", "name": "Gen-abcde"}}),
+        );
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].field, "metadata.generateName");
         assert_eq!(c[1].field, "metadata.name");
@@ -2274,29 +3029,66 @@ mod tests {
 
     #[test]
     fn message_aggregation() {
-        let one = FieldCause { reason: "FieldValueRequired", message: "Required value".into(), field: "spec.selector".into() };
-        let two = FieldCause { reason: "FieldValueInvalid", message: "Invalid value: -1: x".into(), field: "spec.replicas".into() };
-        assert_eq!(invalid_message("apps", "Deployment", "bad", std::slice::from_ref(&one)), "Deployment.apps \"bad\" is invalid: spec.selector: Required value");
+        let one = FieldCause {
+            reason: "FieldValueRequired",
+            message: "Required value".into(),
+            field: "spec.selector".into(),
+        };
+        let two = FieldCause {
+            reason: "FieldValueInvalid",
+            message: "Invalid value: -1: x".into(),
+            field: "spec.replicas".into(),
+        };
+        assert_eq!(
+            invalid_message("apps", "Deployment", "bad", std::slice::from_ref(&one)),
+            "Deployment.apps \"bad\" is invalid: spec.selector: Required value"
+        );
         assert_eq!(
             invalid_message("", "Pod", "p", &[one.clone(), two.clone(), one.clone()]),
             "Pod \"p\" is invalid: [spec.selector: Required value, spec.replicas: Invalid value: -1: x]"
         );
-        assert_eq!(invalid_message("", "Pod", "p", &[one.clone(), one]), "Pod \"p\" is invalid: spec.selector: Required value");
+        assert_eq!(
+            invalid_message("", "Pod", "p", &[one.clone(), one]),
+            "Pod \"p\" is invalid: spec.selector: Required value"
+        );
     }
 
     #[test]
     fn labels_annotations_owners_finalizers() {
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "a", "labels": {"a/b/c": "x", "ok": "bad value"}}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "a", "labels": {"a/b/c": "x", "ok": "bad value"}}}),
+        );
         assert_eq!(c.len(), 2, "{c:?}");
-        assert!(c[0].message.starts_with("Invalid value: \"a/b/c\": a qualified name must consist of"));
-        assert!(c[1].message.starts_with("Invalid value: \"bad value\": a valid label must be an empty string"));
+        assert!(c[0]
+            .message
+            .starts_with("Invalid value: \"a/b/c\": a qualified name must consist of"));
+        assert!(c[1]
+            .message
+            .starts_with("Invalid value: \"bad value\": a valid label must be an empty string"));
         assert!(c.iter().all(|c| c.field == "metadata.labels"));
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "a", "labels": {"k": "v".repeat(64)}}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "a", "labels": {"k": "v".repeat(64)}}}),
+        );
         assert!(c[0].message.ends_with("must be no more than 63 characters"));
         let big = "x".repeat(256 * 1024);
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "a", "annotations": {"k": big}}}));
-        assert_eq!(fields(&c), vec!["metadata.annotations|Too long: must have at most 262144 bytes"]);
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "a", "annotations": {"Example.com/Key": "x"}}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "a", "annotations": {"k": big}}}),
+        );
+        assert_eq!(
+            fields(&c),
+            vec!["metadata.annotations|Too long: must have at most 262144 bytes"]
+        );
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "a", "annotations": {"Example.com/Key": "x"}}}),
+        );
         assert!(c.is_empty(), "{c:?}");
         let c = v(
             "",
@@ -2307,16 +3099,34 @@ mod tests {
         );
         let f = fields(&c);
         assert!(f.contains(&"metadata.ownerReferences.apiVersion|Invalid value: \"\": version must not be empty".to_string()), "{f:?}");
-        assert!(f.contains(&"metadata.ownerReferences.uid|Invalid value: \"\": must not be empty".to_string()));
+        assert!(f.contains(
+            &"metadata.ownerReferences.uid|Invalid value: \"\": must not be empty".to_string()
+        ));
         assert!(f.iter().any(|m| m.contains("Only one reference can have Controller set to true. Found \"true\" in references for Deployment/d and /")));
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "a", "finalizers": ["example.com/x", "kubernetes", "custom"]}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "a", "finalizers": ["example.com/x", "kubernetes", "custom"]}}),
+        );
         assert_eq!(fields(&c), vec!["metadata.finalizers|Invalid value: \"custom\": name is neither a standard finalizer name nor is it fully qualified"]);
     }
 
     #[test]
     fn deployment_selector_rules() {
-        assert!(v("apps", "Deployment", deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "web"}))).is_empty());
-        let c = v("apps", "Deployment", json!({"metadata": {"name": "d"}, "spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec()}}}));
+        assert!(v(
+            "apps",
+            "Deployment",
+            deployment(
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"app": "web"})
+            )
+        )
+        .is_empty());
+        let c = v(
+            "apps",
+            "Deployment",
+            json!({"metadata": {"name": "d"}, "spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec()}}}),
+        );
         assert_eq!(
             fields(&c),
             vec![
@@ -2324,7 +3134,11 @@ mod tests {
                 "spec.template.metadata.labels|Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
             ]
         );
-        let c = v("apps", "Deployment", deployment(json!({}), json!({"app": "web"})));
+        let c = v(
+            "apps",
+            "Deployment",
+            deployment(json!({}), json!({"app": "web"})),
+        );
         assert_eq!(
             fields(&c),
             vec!["spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}: empty selector is invalid for deployment"]
@@ -2332,10 +3146,16 @@ mod tests {
         let c = v(
             "apps",
             "Deployment",
-            deployment(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}), json!({"app": "api", "x": "y"})),
+            deployment(
+                json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}),
+                json!({"app": "api", "x": "y"}),
+            ),
         );
         assert!(c.is_empty(), "{c:?}");
-        let mut d = deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "web"}));
+        let mut d = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+        );
         d["spec"]["replicas"] = json!(-1);
         d["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
         let c = v("apps", "Deployment", d);
@@ -2352,10 +3172,16 @@ mod tests {
     fn workload_selectors_other_kinds() {
         let rs = deployment(json!({"matchLabels": {"app": "x"}}), json!({"app": "y"}));
         assert_eq!(v("apps", "ReplicaSet", rs.clone()).len(), 1);
-        assert_eq!(v("apps", "DaemonSet", rs.clone())[0].field, "spec.template.metadata.labels");
+        assert_eq!(
+            v("apps", "DaemonSet", rs.clone())[0].field,
+            "spec.template.metadata.labels"
+        );
         let mut ss = rs;
         ss["metadata"]["name"] = json!("db");
-        assert_eq!(v("apps", "StatefulSet", ss)[0].field, "spec.template.metadata.labels");
+        assert_eq!(
+            v("apps", "StatefulSet", ss)[0].field,
+            "spec.template.metadata.labels"
+        );
         let ds = json!({"metadata": {"name": "d"}, "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": pod_spec()}}});
         assert_eq!(fields(&v("apps", "DaemonSet", ds)), vec![
             "spec.template.metadata.labels|Invalid value: map[string]string{\"a\":\"b\"}: `selector` does not match template `labels`"
@@ -2366,12 +3192,19 @@ mod tests {
             vec!["spec.template.metadata.labels|Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"]
         );
         let rc = json!({"metadata": {"name": "r"}, "spec": {"template": {"spec": pod_spec()}}});
-        assert_eq!(fields(&v("", "ReplicationController", rc)), vec!["spec.selector|Required value"]);
+        assert_eq!(
+            fields(&v("", "ReplicationController", rc)),
+            vec!["spec.selector|Required value"]
+        );
     }
 
     #[test]
     fn pod_spec_rules() {
-        let c = v("", "Pod", json!({"metadata": {"name": "p"}, "spec": {"containers": []}}));
+        let c = v(
+            "",
+            "Pod",
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
+        );
         assert_eq!(fields(&c), vec!["spec.containers|Required value"]);
         let c = v(
             "",
@@ -2383,10 +3216,14 @@ mod tests {
         );
         let f = fields(&c);
         assert!(f.contains(&"spec.containers[0].ports[0].containerPort|Invalid value: 70000: must be between 1 and 65535, inclusive".to_string()), "{f:?}");
-        assert!(f.contains(&"spec.containers[0].volumeMounts[0].name|Not found: \"nope\"".to_string()));
+        assert!(
+            f.contains(&"spec.containers[0].volumeMounts[0].name|Not found: \"nope\"".to_string())
+        );
         assert!(f.contains(&"spec.containers[1].image|Required value".to_string()));
         assert!(f.contains(&"spec.containers[1].name|Duplicate value: \"c\"".to_string()));
-        assert!(f.iter().any(|m| m.starts_with("spec.containers[2].name|Invalid value: \"Bad_Name\": a lowercase RFC 1123 label")));
+        assert!(f.iter().any(|m| m.starts_with(
+            "spec.containers[2].name|Invalid value: \"Bad_Name\": a lowercase RFC 1123 label"
+        )));
         assert!(f.contains(&"spec.restartPolicy|Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"".to_string()));
         let c = v(
             "",
@@ -2396,17 +3233,31 @@ mod tests {
         );
         assert_eq!(
             fields(&c),
-            vec!["spec.volumes[1].name|Duplicate value: \"v\"", "spec.volumes[2]|Required value: must specify a volume type"]
+            vec![
+                "spec.volumes[1].name|Duplicate value: \"v\"",
+                "spec.volumes[2]|Required value: must specify a volume type"
+            ]
         );
         let tmpl = deployment(json!({"matchLabels": {"a": "b"}}), json!({"a": "b"}));
         let mut t = tmpl.clone();
         t["spec"]["template"]["spec"]["containers"][0]["image"] = json!("");
-        assert_eq!(fields(&v("apps", "Deployment", t)), vec!["spec.template.spec.containers[0].image|Required value"]);
+        assert_eq!(
+            fields(&v("apps", "Deployment", t)),
+            vec!["spec.template.spec.containers[0].image|Required value"]
+        );
         let c = v("", "Pod", json!({"metadata": {"name": "p"}, "spec": 5}));
         assert_eq!(fields(&c), vec!["spec.containers|Required value"]);
-        let c = v("", "Pod", json!({"metadata": {"name": "p"}, "spec": {"containers": "x"}}));
+        let c = v(
+            "",
+            "Pod",
+            json!({"metadata": {"name": "p"}, "spec": {"containers": "x"}}),
+        );
         assert_eq!(fields(&c), vec!["spec.containers|Required value"]);
-        let c = v("", "Pod", json!({"metadata": 3, "spec": {"containers": [5, {"name": 1}]}}));
+        let c = v(
+            "",
+            "Pod",
+            json!({"metadata": 3, "spec": {"containers": [5, {"name": 1}]}}),
+        );
         assert!(!c.is_empty());
     }
 
@@ -2440,7 +3291,9 @@ mod tests {
         upd["spec"]["template"]["metadata"]["labels"] = json!({"a": "c"});
         let c = validate("batch", "v1", "Job", &upd, Some(&ok));
         assert!(fields(&c).contains(&"spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{a: c,},MatchExpressions:[]LabelSelectorRequirement{},}: field is immutable".to_string()), "{c:?}");
-        assert!(c.iter().any(|c| c.field == "spec.template" && c.message.ends_with("field is immutable")));
+        assert!(c
+            .iter()
+            .any(|c| c.field == "spec.template" && c.message.ends_with("field is immutable")));
         let mut suspended = ok.clone();
         suspended["spec"]["suspend"] = json!(true);
         let mut upd = suspended.clone();
@@ -2448,7 +3301,10 @@ mod tests {
         assert!(validate("batch", "v1", "Job", &upd, Some(&suspended)).is_empty());
         let mut upd = ok.clone();
         upd["spec"]["completions"] = json!(5);
-        assert_eq!(fields(&validate("batch", "v1", "Job", &upd, Some(&ok))), vec!["spec.completions|Invalid value: 5: field is immutable"]);
+        assert_eq!(
+            fields(&validate("batch", "v1", "Job", &upd, Some(&ok))),
+            vec!["spec.completions|Invalid value: 5: field is immutable"]
+        );
 
         let cj = |sched: &str, policy: &str| {
             json!({"metadata": {"name": "cj"}, "spec": {"schedule": sched, "concurrencyPolicy": policy,
@@ -2468,18 +3324,44 @@ mod tests {
             fields(&v("batch", "CronJob", cj("61 * * * *", "Allow"))),
             vec!["spec.schedule|Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"]
         );
-        assert_eq!(fields(&v("batch", "CronJob", cj("", "Allow"))), vec!["spec.schedule|Required value"]);
+        assert_eq!(
+            fields(&v("batch", "CronJob", cj("", "Allow"))),
+            vec!["spec.schedule|Required value"]
+        );
     }
 
     #[test]
     fn service_rules() {
-        let c = v("", "Service", json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}, {"port": 81}]}}));
-        assert_eq!(fields(&c), vec!["spec.ports[0].name|Required value", "spec.ports[1].name|Required value"]);
-        let c = v("", "Service", json!({"metadata": {"name": "s"}, "spec": {}}));
+        let c = v(
+            "",
+            "Service",
+            json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}, {"port": 81}]}}),
+        );
+        assert_eq!(
+            fields(&c),
+            vec![
+                "spec.ports[0].name|Required value",
+                "spec.ports[1].name|Required value"
+            ]
+        );
+        let c = v(
+            "",
+            "Service",
+            json!({"metadata": {"name": "s"}, "spec": {}}),
+        );
         assert_eq!(fields(&c), vec!["spec.ports|Required value"]);
-        assert!(v("", "Service", json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}})).is_empty());
+        assert!(v(
+            "",
+            "Service",
+            json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}})
+        )
+        .is_empty());
         assert!(v("", "Service", json!({"metadata": {"name": "s"}, "spec": {"type": "ExternalName", "externalName": "example.com."}})).is_empty());
-        let c = v("", "Service", json!({"metadata": {"name": "s"}, "spec": {"type": "Weird", "ports": [{"port": 0, "name": "a"}, {"port": 80, "name": "a"}]}}));
+        let c = v(
+            "",
+            "Service",
+            json!({"metadata": {"name": "s"}, "spec": {"type": "Weird", "ports": [{"port": 0, "name": "a"}, {"port": 80, "name": "a"}]}}),
+        );
         assert_eq!(
             fields(&c),
             vec![
@@ -2500,7 +3382,11 @@ mod tests {
 
     #[test]
     fn configmap_secret_rules() {
-        let c = v("", "ConfigMap", json!({"metadata": {"name": "c"}, "data": {"bad key": "x", "ok.key": "y"}}));
+        let c = v(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"name": "c"}, "data": {"bad key": "x", "ok.key": "y"}}),
+        );
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].field, "data[bad key]");
         assert_eq!(
@@ -2509,21 +3395,45 @@ mod tests {
         );
         let old = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
         let new = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "2"}});
-        assert_eq!(fields(&validate("", "v1", "ConfigMap", &new, Some(&old))), vec!["data|Forbidden: field is immutable when `immutable` is set"]);
-        let c = v("", "Secret", json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"..x": "eA=="}}));
+        assert_eq!(
+            fields(&validate("", "v1", "ConfigMap", &new, Some(&old))),
+            vec!["data|Forbidden: field is immutable when `immutable` is set"]
+        );
+        let c = v(
+            "",
+            "Secret",
+            json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"..x": "eA=="}}),
+        );
         assert_eq!(
             fields(&c),
-            vec!["data[..x]|Invalid value: \"..x\": must not start with '..'", "data[tls.crt]|Required value", "data[tls.key]|Required value"]
+            vec![
+                "data[..x]|Invalid value: \"..x\": must not start with '..'",
+                "data[tls.crt]|Required value",
+                "data[tls.key]|Required value"
+            ]
         );
         let old = json!({"metadata": {"name": "s"}, "type": "Opaque"});
         let new = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/basic-auth", "data": {"username": "eA=="}});
-        assert_eq!(fields(&validate("", "v1", "Secret", &new, Some(&old))), vec!["type|Invalid value: \"kubernetes.io/basic-auth\": field is immutable"]);
+        assert_eq!(
+            fields(&validate("", "v1", "Secret", &new, Some(&old))),
+            vec!["type|Invalid value: \"kubernetes.io/basic-auth\": field is immutable"]
+        );
     }
 
     #[test]
     fn pvc_pdb_lease_node_namespace() {
-        let c = v("", "PersistentVolumeClaim", json!({"metadata": {"name": "p"}, "spec": {}}));
-        assert_eq!(fields(&c), vec!["spec.accessModes|Required value: at least 1 access mode is required", "spec.resources[storage]|Required value"]);
+        let c = v(
+            "",
+            "PersistentVolumeClaim",
+            json!({"metadata": {"name": "p"}, "spec": {}}),
+        );
+        assert_eq!(
+            fields(&c),
+            vec![
+                "spec.accessModes|Required value: at least 1 access mode is required",
+                "spec.resources[storage]|Required value"
+            ]
+        );
         let pvc = json!({"metadata": {"name": "p"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}});
         let mut grown = pvc.clone();
         grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
@@ -2533,26 +3443,59 @@ mod tests {
         let mut modes = pvc.clone();
         modes["spec"]["accessModes"] = json!(["ReadWriteMany"]);
         let c = validate("", "v1", "PersistentVolumeClaim", &modes, Some(&pvc));
-        assert!(c[0].message.starts_with("Forbidden: spec is immutable after creation"), "{c:?}");
+        assert!(
+            c[0].message
+                .starts_with("Forbidden: spec is immutable after creation"),
+            "{c:?}"
+        );
 
-        let c = v("policy", "PodDisruptionBudget", json!({"metadata": {"name": "p"}, "spec": {"minAvailable": 1, "maxUnavailable": "150%"}}));
+        let c = v(
+            "policy",
+            "PodDisruptionBudget",
+            json!({"metadata": {"name": "p"}, "spec": {"minAvailable": 1, "maxUnavailable": "150%"}}),
+        );
         assert_eq!(c[0].field, "spec");
-        assert!(c[0].message.ends_with("minAvailable and maxUnavailable cannot be both set"));
-        assert_eq!(c[1].message, "Invalid value: 150%: must not be greater than 100%");
-        let c = v("coordination.k8s.io", "Lease", json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}));
-        assert_eq!(fields(&c), vec!["spec.leaseDurationSeconds|Invalid value: 0: must be greater than 0"]);
-        let c = v("", "Node", json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}));
+        assert!(c[0]
+            .message
+            .ends_with("minAvailable and maxUnavailable cannot be both set"));
+        assert_eq!(
+            c[1].message,
+            "Invalid value: 150%: must not be greater than 100%"
+        );
+        let c = v(
+            "coordination.k8s.io",
+            "Lease",
+            json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}),
+        );
+        assert_eq!(
+            fields(&c),
+            vec!["spec.leaseDurationSeconds|Invalid value: 0: must be greater than 0"]
+        );
+        let c = v(
+            "",
+            "Node",
+            json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}),
+        );
         assert_eq!(
             fields(&c),
             vec!["spec.taints[0].effect|Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""]
         );
-        assert_eq!(v("", "Namespace", json!({"metadata": {"name": "Bad"}}))[0].field, "metadata.name");
+        assert_eq!(
+            v("", "Namespace", json!({"metadata": {"name": "Bad"}}))[0].field,
+            "metadata.name"
+        );
     }
 
     #[test]
     fn immutable_updates() {
-        let old = deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "web", "v": "1"}));
-        let new = deployment(json!({"matchLabels": {"app": "web", "v": "1"}}), json!({"app": "web", "v": "1"}));
+        let old = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web", "v": "1"}),
+        );
+        let new = deployment(
+            json!({"matchLabels": {"app": "web", "v": "1"}}),
+            json!({"app": "web", "v": "1"}),
+        );
         assert_eq!(
             fields(&validate("apps", "v1", "Deployment", &new, Some(&old))),
             vec!["spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{app: web,v: 1,},MatchExpressions:[]LabelSelectorRequirement{},}: field is immutable"]
@@ -2571,15 +3514,23 @@ mod tests {
         let mut upd = pod.clone();
         upd["spec"]["containers"][0]["image"] = json!("b");
         upd["spec"]["activeDeadlineSeconds"] = json!(30);
-        upd["spec"]["tolerations"] = json!([{"key": "k", "operator": "Exists"}, {"key": "z", "operator": "Exists"}]);
+        upd["spec"]["tolerations"] =
+            json!([{"key": "k", "operator": "Exists"}, {"key": "z", "operator": "Exists"}]);
         assert!(validate("", "v1", "Pod", &upd, Some(&pod)).is_empty());
         upd["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "1"}]);
         let c = validate("", "v1", "Pod", &upd, Some(&pod));
         assert_eq!(c.len(), 1);
-        assert!(c[0].message.starts_with(&format!("Forbidden: {POD_UPDATE_MSG}\n")), "{c:?}");
+        assert!(
+            c[0].message
+                .starts_with(&format!("Forbidden: {POD_UPDATE_MSG}\n")),
+            "{c:?}"
+        );
         let mut removed = pod.clone();
         removed["spec"]["tolerations"] = json!([]);
-        assert_eq!(validate("", "v1", "Pod", &removed, Some(&pod))[0].field, "spec.tolerations[0]");
+        assert_eq!(
+            validate("", "v1", "Pod", &removed, Some(&pod))[0].field,
+            "spec.tolerations[0]"
+        );
     }
 
     fn reference_dir() -> Option<std::path::PathBuf> {
@@ -2596,7 +3547,10 @@ mod tests {
         let entry = std::fs::read_dir(dir)
             .expect("reference dir")
             .filter_map(Result::ok)
-            .find(|e| e.file_name().to_string_lossy().starts_with(prefix) && e.file_name().to_string_lossy().ends_with(".json"))
+            .find(|e| {
+                e.file_name().to_string_lossy().starts_with(prefix)
+                    && e.file_name().to_string_lossy().ends_with(".json")
+            })
             .unwrap_or_else(|| panic!("no reference {prefix}"));
         serde_json::from_str(&std::fs::read_to_string(entry.path()).expect("read")).expect("json")
     }
@@ -2606,7 +3560,11 @@ mod tests {
         let body = &rec["request"]["body"];
         let api_version = body["apiVersion"].as_str().unwrap_or("v1");
         let (g, ver) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        (g.to_string(), ver.to_string(), body["kind"].as_str().unwrap_or("").to_string())
+        (
+            g.to_string(),
+            ver.to_string(),
+            body["kind"].as_str().unwrap_or("").to_string(),
+        )
     }
 
     #[test]
@@ -2622,12 +3580,25 @@ mod tests {
                 .as_array()
                 .expect("causes")
                 .iter()
-                .map(|c| (c["reason"].as_str().unwrap_or("").into(), c["message"].as_str().unwrap_or("").into(), c["field"].as_str().unwrap_or("").into()))
+                .map(|c| {
+                    (
+                        c["reason"].as_str().unwrap_or("").into(),
+                        c["message"].as_str().unwrap_or("").into(),
+                        c["field"].as_str().unwrap_or("").into(),
+                    )
+                })
                 .collect();
-            let got: Vec<(String, String, String)> = causes.iter().map(|c| (c.reason.to_string(), c.message.clone(), c.field.clone())).collect();
+            let got: Vec<(String, String, String)> = causes
+                .iter()
+                .map(|c| (c.reason.to_string(), c.message.clone(), c.field.clone()))
+                .collect();
             assert_eq!(got, want, "{prefix}");
             let name = body["metadata"]["name"].as_str().unwrap_or("");
-            assert_eq!(invalid_message(&g, &k, name, &causes), status["message"].as_str().unwrap_or(""), "{prefix}");
+            assert_eq!(
+                invalid_message(&g, &k, name, &causes),
+                status["message"].as_str().unwrap_or(""),
+                "{prefix}"
+            );
         }
         let mut checked = 0;
         for n in (27..=50).chain([110]) {
@@ -2663,7 +3634,9 @@ mod tests {
             }
             let (g, ver, k) = gvk(&rec);
             let mut o = rec["request"]["body"].clone();
-            let generated = o["metadata"]["generateName"].as_str().map(|p| format!("{p}abcde"));
+            let generated = o["metadata"]["generateName"]
+                .as_str()
+                .map(|p| format!("{p}abcde"));
             if let Some(p) = generated.filter(|_| o["metadata"]["name"].is_null()) {
                 o["metadata"]["name"] = json!(p);
             }
@@ -2680,9 +3653,15 @@ mod tests {
             }
             assert!(causes.is_empty(), "{n:03} {k} defaulted: {causes:?}");
             if k == "Job" {
-                crate::defaults::job_selector_and_labels(&mut o, "0b7a6f0e-1111-2222-3333-444455556666");
+                crate::defaults::job_selector_and_labels(
+                    &mut o,
+                    "0b7a6f0e-1111-2222-3333-444455556666",
+                );
                 let causes = validate(&g, &ver, &k, &o, None);
-                assert!(causes.is_empty(), "{n:03} Job with generated selector: {causes:?}");
+                assert!(
+                    causes.is_empty(),
+                    "{n:03} Job with generated selector: {causes:?}"
+                );
             }
         }
     }

@@ -19,16 +19,22 @@ use crate::store::{Event, EventType};
 /// How often a watch that allows bookmarks gets one when nothing else happens.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
-pub fn start(sim: Arc<Sim>, def: Arc<ResourceDef>, ns: Option<&str>, req: &ApiRequest) -> ApiResult<ApiResponse> {
+pub fn start(
+    sim: Arc<Sim>,
+    def: Arc<ResourceDef>,
+    ns: Option<&str>,
+    req: &ApiRequest,
+) -> ApiResult<ApiResponse> {
     if !def.has_verb("watch") {
         return Err(ApiError::method_not_allowed("watch"));
     }
     let opts = sim.list_options(&def, req)?;
     let from = match opts.resource_version.as_deref() {
         None | Some("0") => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("invalid resource version: {rv}"))
-        })?),
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
     };
     let timeout = req
         .param("timeoutSeconds")
@@ -64,7 +70,9 @@ pub fn start(sim: Arc<Sim>, def: Arc<ResourceDef>, ns: Option<&str>, req: &ApiRe
         let (mut last_rv, items, backlog, mut receiver) = match initial {
             Ok(x) => x,
             Err(_) => {
-                let status = ApiError::expired("The resourceVersion for the provided watch is too old.").to_status();
+                let status =
+                    ApiError::expired("The resourceVersion for the provided watch is too old.")
+                        .to_status();
                 let _ = tx.send(line("ERROR", status)).await;
                 return;
             }
@@ -181,7 +189,13 @@ impl Watcher {
                 let headers = !self.sent_headers;
                 self.sent_headers = true;
                 let o = self.sim.present(&self.def, obj);
-                self.sim.table(&self.def, &[o], headers, obj["metadata"]["resourceVersion"].as_str().unwrap_or(""), None)
+                self.sim.table(
+                    &self.def,
+                    &[o],
+                    headers,
+                    obj["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+                    None,
+                )
             }
             _ => self.sim.present(&self.def, obj),
         };
