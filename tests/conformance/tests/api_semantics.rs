@@ -243,6 +243,19 @@ async fn errors_are_status_objects_with_upstream_reasons() {
         "{}",
         e.message
     );
+    for (body, what) in [
+        (b"{not json".to_vec(), "malformed JSON"),
+        (br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}"#.to_vec(), "a Secret sent to configmaps"),
+        (br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n","namespace":"elsewhere"}}"#.to_vec(), "another namespace in the body"),
+    ] {
+        let req = http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps"))
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let r = c.client.request::<serde_json::Value>(req).await;
+        let Err(kube::Error::Api(e)) = r else { panic!("{what} accepted: {r:?}") };
+        assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"), "{what}: {}", e.message);
+    }
     let kept = dynapi.create(&PostParams::default(), &obj).await.unwrap();
     assert!(kept.data.get("bogus").is_none(), "unknown field dropped");
     c.cleanup().await;
