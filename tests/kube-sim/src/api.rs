@@ -742,8 +742,22 @@ impl Sim {
                         md["remainingItemCount"] = json!(remaining);
                     }
                 }
-                json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(), "metadata": md,
-                       "items": items.iter().map(|o| list_item(o)).collect::<Vec<_>>()})
+                // Serialized straight from the stored objects: a list of 10k pods would
+                // otherwise deep-copy every one of them first.
+                let body = ListBody {
+                    kind: format!("{}List", def.kind),
+                    api_version: def.api_version(),
+                    metadata: md,
+                    items: items.iter().map(|o| ListItem(o.as_ref())).collect(),
+                };
+                let bytes = serde_json::to_vec(&body)
+                    .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
+                return Ok(ApiResponse {
+                    code: 200,
+                    body: crate::request::Body::Raw(bytes.into(), "application/json"),
+                    content_type: None,
+                    headers: Vec::new(),
+                });
             }
         };
         Ok(ApiResponse::json(200, body))
@@ -1991,6 +2005,36 @@ fn json_type(v: &Value) -> &'static str {
 
 fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
+}
+
+#[derive(serde::Serialize)]
+struct ListBody<'a> {
+    kind: String,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    metadata: Value,
+    items: Vec<ListItem<'a>>,
+}
+
+/// A stored object serialized as a list item (without kind/apiVersion), without a copy.
+struct ListItem<'a>(&'a Value);
+
+impl serde::Serialize for ListItem<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.0 {
+            Value::Object(m) => {
+                let mut map = s.serialize_map(None)?;
+                for (k, v) in m {
+                    if k != "kind" && k != "apiVersion" {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
 }
 
 /// A list item: the object without kind/apiVersion, as kube-apiserver's list encoding has it.
