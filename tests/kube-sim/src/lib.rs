@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod faults;
 pub mod metrics;
+pub mod nodesim;
 pub mod request;
 pub mod resources;
 pub mod selectors;

@@ -27,6 +27,9 @@ struct Args {
     /// CIDR that Service cluster IPs are allocated from.
     #[arg(long = "service-cluster-ip-range", default_value = "10.96.0.0/12")]
     service_cluster_ip_range: String,
+    /// Also simulate N nodes (kubelets and a scheduler) against this cluster, as node-sim does.
+    #[arg(long, default_value_t = 0)]
+    nodes: u32,
 }
 
 #[tokio::main]
@@ -52,6 +55,18 @@ async fn main() -> anyhow::Result<()> {
             args.kubeconfig_out.display()
         )
     })?;
+    let _nodes = if args.nodes > 0 {
+        let client = kube_sim::nodesim::client_from_kubeconfig(sim.kubeconfig()).await?;
+        Some(kube_sim::nodesim::NodeSim::start(
+            client,
+            kube_sim::nodesim::NodeSimConfig {
+                nodes: args.nodes as usize,
+                ..Default::default()
+            },
+        ))
+    } else {
+        None
+    };
     println!("kube-sim ready on {}", sim.url());
     tokio::signal::ctrl_c().await?;
     Ok(())

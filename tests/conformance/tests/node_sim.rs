@@ -1,0 +1,363 @@
+//! node-sim against a cluster: simulated nodes register and heartbeat, the simulated scheduler
+//! binds or reports Unschedulable, and the simulated kubelet runs pods through their
+//! lifecycle (ready, exits, graceful deletion). Each test starts its own node-sim with a
+//! unique node-name prefix, watching only its own namespace, so the tests also run in
+//! parallel against one real cluster (RKCM_TEST_KUBECONFIG).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube_sim::nodesim::{self, kubelet, nodes, NodeSim, NodeSimConfig};
+use rkcm_conformance::{api_code, wait_for, TestCluster};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Sim {
+    c: TestCluster,
+    ns: String,
+    node_sim: NodeSim,
+    prefix: String,
+}
+
+async fn start(nodes: usize, tune: impl FnOnce(&mut NodeSimConfig)) -> Sim {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("nodesim").await.unwrap();
+    let prefix = format!("sim-{}-", kube_sim::api::random_suffix(5));
+    let mut cfg = NodeSimConfig {
+        nodes,
+        name_prefix: prefix.clone(),
+        namespace: Some(ns.clone()),
+        start_delay: Duration::from_millis(200),
+        ..Default::default()
+    };
+    tune(&mut cfg);
+    let yaml = std::fs::read_to_string(&c.kubeconfig).unwrap();
+    let client = nodesim::client_from_kubeconfig(&yaml).await.unwrap();
+    let node_sim = NodeSim::start(client, cfg);
+    Sim {
+        c,
+        ns,
+        node_sim,
+        prefix,
+    }
+}
+
+impl Sim {
+    /// A pod with one container; on a real cluster it is pinned to this node-sim's nodes so
+    /// the real scheduler cannot place it on a real node.
+    fn pod(&self, name: &str, extra: serde_json::Value) -> Pod {
+        let mut p = json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}});
+        if self.c.sim.is_none() {
+            p["spec"]["nodeSelector"] = json!({nodes::POOL_LABEL: nodes::pool(&self.prefix)});
+        }
+        merge(&mut p, extra);
+        serde_json::from_value(p).unwrap()
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.c.client.clone(), &self.ns)
+    }
+
+    async fn wait_pod(&self, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
+        let pods = self.pods();
+        wait_for(&format!("pod {name} {what}"), WAIT, || {
+            let pods = pods.clone();
+            let check = &check;
+            async move {
+                let p = pods.get(name).await?;
+                Ok(check(&p).then_some(p))
+            }
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn condition(p: &Pod, t: &str) -> Option<(String, Option<String>, Option<String>)> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn is_ready(p: &Pod) -> bool {
+    phase(p) == "Running" && condition(p, "Ready").is_some_and(|c| c.0 == "True")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_simulated_nodes_show_ready_in_kubectl() {
+    let s = start(3, |_| {}).await;
+    let names = s.node_sim.node_names();
+    assert_eq!(names.len(), 3);
+    let out = wait_for("3 Ready nodes in kubectl get nodes", WAIT, || async {
+        let out = s.c.kubectl_ok(&["get", "nodes", "--no-headers"]).await?;
+        let ready = out
+            .lines()
+            .filter(|l| l.starts_with(&s.prefix))
+            .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+            .count();
+        Ok((ready == 3).then_some(out))
+    })
+    .await
+    .unwrap();
+    for n in &names {
+        assert!(out.contains(n.as_str()), "{n} missing from:\n{out}");
+    }
+    // Each node has its Lease in kube-node-lease, held by itself for 40 s.
+    let leases: Api<Lease> = Api::namespaced(s.c.client.clone(), nodes::LEASE_NAMESPACE);
+    for n in &names {
+        let l = wait_for(&format!("lease of {n}"), WAIT, || async {
+            Ok(Some(leases.get(n).await?))
+        })
+        .await
+        .unwrap();
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some(n.as_str()));
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+    }
+    let zones =
+        s.c.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-l",
+            &format!("{}={}", nodes::POOL_LABEL, nodes::pool(&s.prefix)),
+            "-o",
+            "jsonpath={.items[*].metadata.labels.topology\\.kubernetes\\.io/zone}",
+        ])
+        .await
+        .unwrap();
+    let mut zones: Vec<&str> = zones.split_whitespace().collect();
+    zones.sort();
+    assert_eq!(zones, ["zone-a", "zone-b", "zone-c"]);
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_pod_becomes_running_and_ready_on_a_node() {
+    let s = start(2, |_| {}).await;
+    s.pods()
+        .create(&PostParams::default(), &s.pod("web", json!({})))
+        .await
+        .unwrap();
+    let p = s.wait_pod("web", "Running and Ready", is_ready).await;
+    let spec = p.spec.as_ref().unwrap();
+    let node = spec.node_name.clone().unwrap_or_default();
+    assert!(s.node_sim.node_names().contains(&node), "bound to {node:?}");
+    let st = p.status.as_ref().unwrap();
+    for t in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert_eq!(
+            condition(&p, t).map(|c| c.0),
+            Some("True".into()),
+            "{t} in {st:?}"
+        );
+    }
+    assert!(
+        st.pod_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("10.24")),
+        "podIP {:?}",
+        st.pod_ip
+    );
+    assert!(
+        st.host_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("172.16.")),
+        "hostIP {:?}",
+        st.host_ip
+    );
+    assert!(st.start_time.is_some());
+    let cs = &st.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(
+        (cs.name.as_str(), cs.ready, cs.started),
+        ("app", true, Some(true))
+    );
+    assert!(cs.state.as_ref().unwrap().running.is_some());
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_no_node_matches_stays_pending_as_unschedulable_with_an_event() {
+    let s = start(3, |_| {}).await;
+    let mut p = s.pod("nowhere", json!({}));
+    p.spec.as_mut().unwrap().node_selector =
+        Some([("disk".to_string(), "floppy".to_string())].into());
+    s.pods().create(&PostParams::default(), &p).await.unwrap();
+    let p = s
+        .wait_pod("nowhere", "PodScheduled=False/Unschedulable", |p| {
+            condition(p, "PodScheduled")
+                .is_some_and(|c| c.0 == "False" && c.1.as_deref() == Some("Unschedulable"))
+        })
+        .await;
+    let (_, _, message) = condition(&p, "PodScheduled").unwrap();
+    let message = message.unwrap_or_default();
+    assert!(
+        message.contains("didn't match Pod's node affinity/selector"),
+        "{message}"
+    );
+    assert_eq!(phase(&p), "Pending");
+    assert!(p.spec.unwrap().node_name.is_none());
+    let events: Api<Event> = Api::namespaced(s.c.client.clone(), &s.ns);
+    wait_for("a FailedScheduling event", WAIT, || async {
+        let list = events.list(&Default::default()).await?;
+        Ok(list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.involved_object.name.as_deref() == Some("nowhere")
+        }))
+    })
+    .await
+    .unwrap();
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_heartbeat_leaves_the_lease_stale_until_resumed() {
+    let s = start(2, |cfg| {
+        cfg.lease_renew_interval = Duration::from_millis(300)
+    })
+    .await;
+    let names = s.node_sim.node_names();
+    let (steady, silent) = (names[0].clone(), names[1].clone());
+    let leases: Api<Lease> = Api::namespaced(s.c.client.clone(), nodes::LEASE_NAMESPACE);
+    let renew = |name: String| {
+        let leases = leases.clone();
+        async move {
+            let l = leases.get(&name).await?;
+            Ok::<_, anyhow::Error>(l.spec.and_then(|s| s.renew_time).map(|t| t.0))
+        }
+    };
+    // Wait until `name`'s lease has moved on from `from`.
+    let moved = |name: String, from| {
+        let renew = &renew;
+        async move {
+            wait_for(&format!("lease {name} renewed"), WAIT, || {
+                let name = name.clone();
+                async move {
+                    let now = renew(name).await?;
+                    Ok(now.filter(|t| Some(*t) != from))
+                }
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let first = moved(silent.clone(), None).await;
+    moved(silent.clone(), Some(first)).await;
+
+    s.node_sim.stop_heartbeat(&silent).unwrap();
+    // Let any renewal already in flight land, then take the silent node's last renewTime.
+    let mut t = moved(steady.clone(), None).await;
+    t = moved(steady.clone(), Some(t)).await;
+    let last = renew(silent.clone()).await.unwrap();
+    for _ in 0..3 {
+        t = moved(steady.clone(), Some(t)).await;
+    }
+    assert_eq!(
+        renew(silent.clone()).await.unwrap(),
+        last,
+        "the silent node's lease kept moving"
+    );
+
+    s.node_sim.resume_heartbeat(&silent).unwrap();
+    moved(silent.clone(), last).await;
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_annotations_end_pods_failed_or_succeeded_with_restart_policy_never() {
+    let s = start(2, |_| {}).await;
+    for (name, code) in [("fails", "1"), ("succeeds", "0")] {
+        let p = s.pod(name, json!({"metadata": {"annotations": {kubelet::EXIT_AFTER: "1s", kubelet::EXIT_CODE: code}},
+            "spec": {"restartPolicy": "Never"}}));
+        s.pods().create(&PostParams::default(), &p).await.unwrap();
+    }
+    for (name, want, code) in [("fails", "Failed", 1), ("succeeds", "Succeeded", 0)] {
+        let p = s
+            .wait_pod(name, want, |p| matches!(phase(p), "Failed" | "Succeeded"))
+            .await;
+        assert_eq!(phase(&p), want, "{name}");
+        let cs = &p
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0];
+        let term = cs
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .expect("terminated");
+        assert_eq!(term.exit_code, code, "{name}");
+        assert_eq!(cs.restart_count, 0);
+        assert_eq!(
+            condition(&p, "Ready").map(|c| c.1),
+            Some(Some("PodCompleted".into()))
+        );
+    }
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_pod_removes_it_after_its_grace_period() {
+    let s = start(1, |_| {}).await;
+    let p = s.pod(
+        "doomed",
+        json!({"spec": {"terminationGracePeriodSeconds": 2}}),
+    );
+    s.pods().create(&PostParams::default(), &p).await.unwrap();
+    s.wait_pod("doomed", "Running and Ready", is_ready).await;
+    let t = Instant::now();
+    let marked = s
+        .pods()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("a running pod is deleted gracefully");
+    assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(2));
+    let still = s.pods().get("doomed").await.unwrap();
+    assert!(
+        still.metadata.deletion_timestamp.is_some(),
+        "kept during its grace period"
+    );
+    let pods = s.pods();
+    wait_for("pod doomed removed", WAIT, || async {
+        Ok((api_code(&pods.get("doomed").await) == Some(404)).then_some(()))
+    })
+    .await
+    .unwrap();
+    // deletionTimestamp has whole seconds, so the grace period may end up to 1 s early.
+    assert!(
+        t.elapsed() >= Duration::from_secs(1),
+        "removed after {:?}",
+        t.elapsed()
+    );
+    s.c.cleanup().await;
+}

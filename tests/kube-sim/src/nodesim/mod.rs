@@ -1,0 +1,509 @@
+//! node-sim: simulated nodes, kubelets and a scheduler for the development cluster (the role
+//! kwok plays for Kubernetes). It talks to the API server only through the Kubernetes API, so
+//! it works against kube-sim and against a real kube-apiserver alike.
+//!
+//! Object flow: [`nodes`] registers N Nodes and heartbeats them (Lease + NodeStatus); one pod
+//! watcher feeds a reflector store that both the [`scheduler`] (binds pending pods to a node
+//! that fits) and the [`kubelet`] (drives bound pods through their lifecycle) read; one node
+//! watcher feeds the scheduler's view of the nodes. Faults are set through [`NodeSim`]'s
+//! methods and read by the node loops and the kubelet.
+//!
+//! ```no_run
+//! # async fn f(client: kube::Client) -> Result<(), kube_sim::nodesim::NodeSimError> {
+//! use kube_sim::nodesim::{NodeSim, NodeSimConfig};
+//! let sim = NodeSim::start(client, NodeSimConfig { nodes: 3, ..Default::default() });
+//! sim.stop_heartbeat("sim-node-1")?;
+//! # Ok(()) }
+//! ```
+
+pub mod kubelet;
+pub mod nodes;
+pub mod quantity;
+pub mod scheduler;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// The user agent node-sim's requests carry (`node-sim/<version>`).
+pub const USER_AGENT: &str = concat!("node-sim/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSimError {
+    #[error("node {0:?} is not one of this node-sim's nodes")]
+    UnknownNode(String),
+    #[error("updating node {node}: {source}")]
+    Api {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("building a client from the kubeconfig: {0}")]
+    Kubeconfig(String),
+}
+
+/// Capacity (and allocatable) of every simulated node.
+#[derive(Clone, Debug)]
+pub struct NodeCapacity {
+    pub cpu: String,
+    pub memory: String,
+    pub pods: String,
+    pub ephemeral_storage: String,
+}
+
+impl Default for NodeCapacity {
+    fn default() -> Self {
+        NodeCapacity {
+            cpu: "8".into(),
+            memory: "32Gi".into(),
+            pods: "110".into(),
+            ephemeral_storage: "100Gi".into(),
+        }
+    }
+}
+
+/// How to simulate. The defaults are kubelet's (10 s lease renewal, 40 s lease duration,
+/// NodeStatus checked every 10 s and reported at least every 5 minutes).
+#[derive(Clone, Debug)]
+pub struct NodeSimConfig {
+    /// How many nodes: `<name_prefix>0` … `<name_prefix>N-1`.
+    pub nodes: usize,
+    pub name_prefix: String,
+    /// Only schedule and run the pods of this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// Run the scheduler (off when a real kube-scheduler does the binding).
+    pub scheduler: bool,
+    pub capacity: NodeCapacity,
+    /// From a pod's admission on a node to its containers running (annotation
+    /// `sim.rkcm.io/start-delay` overrides it per pod).
+    pub start_delay: Duration,
+    pub lease_duration_seconds: i32,
+    pub lease_renew_interval: Duration,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    /// Lift the `node.kubernetes.io/not-ready:NoSchedule` taint kube-apiserver puts on new
+    /// Nodes, once at registration (upstream KCM's node-lifecycle controller does it).
+    pub remove_startup_taint: bool,
+    /// The first CrashLoopBackOff wait (doubling per restart up to 5 minutes).
+    pub restart_backoff: Duration,
+    /// Pods whose status the kubelet writes at the same time.
+    pub pod_concurrency: u16,
+}
+
+impl Default for NodeSimConfig {
+    fn default() -> Self {
+        NodeSimConfig {
+            nodes: 3,
+            name_prefix: "sim-node-".into(),
+            namespace: None,
+            scheduler: true,
+            capacity: NodeCapacity::default(),
+            start_delay: Duration::from_millis(500),
+            lease_duration_seconds: 40,
+            lease_renew_interval: Duration::from_secs(10),
+            node_status_update_frequency: Duration::from_secs(10),
+            node_status_report_frequency: Duration::from_secs(300),
+            remove_startup_taint: true,
+            restart_backoff: Duration::from_secs(10),
+            pod_concurrency: 16,
+        }
+    }
+}
+
+/// A node condition node-sim can be told to report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConditionType {
+    Ready,
+    MemoryPressure,
+    DiskPressure,
+    PIDPressure,
+    NetworkUnavailable,
+}
+
+impl ConditionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::MemoryPressure => "MemoryPressure",
+            ConditionType::DiskPressure => "DiskPressure",
+            ConditionType::PIDPressure => "PIDPressure",
+            ConditionType::NetworkUnavailable => "NetworkUnavailable",
+        }
+    }
+
+    /// The status a healthy node reports (`true` = "True").
+    pub fn healthy(self) -> bool {
+        self == ConditionType::Ready
+    }
+
+    /// Kubelet's reason and message for this condition at this status.
+    pub fn reason(self, on: bool) -> (&'static str, &'static str) {
+        use ConditionType::*;
+        match (self, on) {
+            (Ready, true) => ("KubeletReady", "kubelet is posting ready status"),
+            (Ready, false) => ("KubeletNotReady", "node-sim was told to report NotReady"),
+            (MemoryPressure, false) => (
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
+            (MemoryPressure, true) => (
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available",
+            ),
+            (DiskPressure, false) => ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            (DiskPressure, true) => ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+            (PIDPressure, false) => (
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+            ),
+            (PIDPressure, true) => (
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available",
+            ),
+            (NetworkUnavailable, false) => ("RouteCreated", "node-sim set up the pod network"),
+            (NetworkUnavailable, true) => (
+                "NoRouteCreated",
+                "node-sim was told the pod network is down",
+            ),
+        }
+    }
+}
+
+impl std::str::FromStr for ConditionType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use ConditionType::*;
+        [Ready, MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable]
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown node condition {s:?} (Ready, MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable)"))
+    }
+}
+
+/// The faults set on one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeFaults {
+    /// Neither the Lease nor the NodeStatus is updated.
+    pub heartbeat_stopped: bool,
+    /// Nothing is reported any more: no heartbeat, no pod status, no pod deletion.
+    pub killed: bool,
+    /// Conditions reported at a status other than the healthy one.
+    pub conditions: BTreeMap<ConditionType, bool>,
+}
+
+/// What every node-sim task shares.
+pub struct Shared {
+    pub client: kube::Client,
+    pub config: NodeSimConfig,
+    index: HashMap<String, usize>,
+    faults: Mutex<HashMap<String, NodeFaults>>,
+    wakes: HashMap<String, Arc<Notify>>,
+    pub scheduler_wake: Notify,
+    /// The pod and node watches have each listed once.
+    pub pods_synced: AtomicBool,
+    pub nodes_synced: AtomicBool,
+}
+
+impl Shared {
+    fn new(client: kube::Client, config: NodeSimConfig) -> Shared {
+        let index: HashMap<String, usize> = (0..config.nodes)
+            .map(|i| (format!("{}{i}", config.name_prefix), i))
+            .collect();
+        let wakes = index
+            .keys()
+            .map(|n| (n.clone(), Arc::new(Notify::new())))
+            .collect();
+        Shared {
+            client,
+            config,
+            index,
+            faults: Mutex::new(HashMap::new()),
+            wakes,
+            scheduler_wake: Notify::new(),
+            pods_synced: AtomicBool::new(false),
+            nodes_synced: AtomicBool::new(false),
+        }
+    }
+
+    pub fn synced(&self) -> bool {
+        self.pods_synced.load(Ordering::Relaxed) && self.nodes_synced.load(Ordering::Relaxed)
+    }
+
+    /// Is this one of the nodes this node-sim simulates?
+    pub fn is_ours(&self, node: &str) -> bool {
+        self.index.contains_key(node)
+    }
+
+    pub fn node_index(&self, node: &str) -> Option<usize> {
+        self.index.get(node).copied()
+    }
+
+    pub fn watches_namespace(&self, ns: Option<&str>) -> bool {
+        self.config
+            .namespace
+            .as_deref()
+            .is_none_or(|want| Some(want) == ns)
+    }
+
+    pub fn faults(&self, node: &str) -> NodeFaults {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn node_wake(&self, node: &str) -> Arc<Notify> {
+        self.wakes.get(node).cloned().unwrap_or_default()
+    }
+
+    fn update_faults(
+        &self,
+        node: &str,
+        f: impl FnOnce(&mut NodeFaults),
+    ) -> Result<(), NodeSimError> {
+        if !self.is_ours(node) {
+            return Err(NodeSimError::UnknownNode(node.into()));
+        }
+        f(self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(node.into())
+            .or_default());
+        if let Some(w) = self.wakes.get(node) {
+            w.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// The current time, whole seconds (what the API's `Time` fields keep).
+pub fn now_seconds() -> Timestamp {
+    let now = Timestamp::now();
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+/// A running node simulator. Dropping it (or [`NodeSim::stop`]) stops every task; the
+/// Nodes, Leases and pods stay in the API server as a vanished kubelet would leave them.
+pub struct NodeSim {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl NodeSim {
+    /// Register the nodes and start heartbeating, scheduling and running pods. Must be
+    /// called inside a tokio runtime.
+    pub fn start(client: kube::Client, config: NodeSimConfig) -> NodeSim {
+        let shared = Arc::new(Shared::new(client, config));
+        let mut tasks = Vec::new();
+        let mut names: Vec<(&String, &usize)> = shared.index.iter().collect();
+        names.sort_by_key(|(_, i)| **i);
+        for (name, i) in names {
+            tasks.push(tokio::spawn(nodes::run(shared.clone(), name.clone(), *i)));
+        }
+
+        let pod_api: Api<Pod> = match &shared.config.namespace {
+            Some(ns) => Api::namespaced(shared.client.clone(), ns),
+            None => Api::all(shared.client.clone()),
+        };
+        let (pod_reader, pod_writer) = reflector::store::<Pod>();
+        let kubelet = Arc::new(kubelet::Kubelet::new(shared.clone()));
+        let pod_events = reflector::reflector(
+            pod_writer,
+            watcher::watcher(pod_api, watcher::Config::default()).default_backoff(),
+        );
+        tasks.push(tokio::spawn(kubelet::run(
+            kubelet,
+            pod_reader.clone(),
+            pod_events,
+        )));
+
+        let node_api: Api<Node> = Api::all(shared.client.clone());
+        let (node_reader, node_writer) = reflector::store::<Node>();
+        let node_events = reflector::reflector(
+            node_writer,
+            watcher::watcher(node_api, watcher::Config::default()).default_backoff(),
+        );
+        let wake = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            node_events
+                .for_each(|ev| {
+                    match ev {
+                        Ok(ev) => {
+                            if matches!(ev, watcher::Event::InitDone) {
+                                wake.nodes_synced.store(true, Ordering::Relaxed);
+                            }
+                            wake.scheduler_wake.notify_one()
+                        }
+                        Err(e) => tracing::debug!(error = %e, "node watch failed; retrying"),
+                    }
+                    async {}
+                })
+                .await;
+        }));
+        if shared.config.scheduler {
+            tasks.push(tokio::spawn(scheduler::run(
+                shared.clone(),
+                pod_reader,
+                node_reader,
+            )));
+        }
+        NodeSim { shared, tasks }
+    }
+
+    /// The names of the simulated nodes, in index order.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut v: Vec<(usize, String)> = self
+            .shared
+            .index
+            .iter()
+            .map(|(n, i)| (*i, n.clone()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// The faults currently set on a node.
+    pub fn faults(&self, node: &str) -> NodeFaults {
+        self.shared.faults(node)
+    }
+
+    /// Stop renewing the node's Lease and posting its status (a kubelet that hangs or loses
+    /// its network); its pods keep running.
+    pub fn stop_heartbeat(&self, node: &str) -> Result<(), NodeSimError> {
+        self.shared
+            .update_faults(node, |f| f.heartbeat_stopped = true)
+    }
+
+    /// Heartbeat again, at once.
+    pub fn resume_heartbeat(&self, node: &str) -> Result<(), NodeSimError> {
+        self.shared
+            .update_faults(node, |f| f.heartbeat_stopped = false)
+    }
+
+    /// Report `condition` with status `on` (e.g. MemoryPressure true); reporting the healthy
+    /// status clears the fault. Posted at the next heartbeat, at once if heartbeating.
+    pub fn set_condition(
+        &self,
+        node: &str,
+        condition: ConditionType,
+        on: bool,
+    ) -> Result<(), NodeSimError> {
+        self.shared.update_faults(node, |f| {
+            if on == condition.healthy() {
+                f.conditions.remove(&condition);
+            } else {
+                f.conditions.insert(condition, on);
+            }
+        })
+    }
+
+    /// Cordon (or uncordon) the node: `spec.unschedulable`, as `kubectl cordon` sets it.
+    pub async fn set_unschedulable(
+        &self,
+        node: &str,
+        unschedulable: bool,
+    ) -> Result<(), NodeSimError> {
+        if !self.shared.is_ours(node) {
+            return Err(NodeSimError::UnknownNode(node.into()));
+        }
+        let api: Api<Node> = Api::all(self.shared.client.clone());
+        let patch = serde_json::json!({"spec": {"unschedulable": if unschedulable { serde_json::json!(true) } else { serde_json::Value::Null }}});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| NodeSimError::Api {
+                node: node.into(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Kill the node: no heartbeat, no pod status, no pod deletion, from now on. The Node,
+    /// its Lease and its pods stay as they are (for node-lifecycle and pod-gc to handle).
+    pub fn kill(&self, node: &str) -> Result<(), NodeSimError> {
+        self.shared.update_faults(node, |f| f.killed = true)
+    }
+
+    /// Stop every task.
+    pub fn stop(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for NodeSim {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A kube-rs client from a kubeconfig (YAML) that identifies itself as `node-sim/<version>`.
+pub async fn client_from_kubeconfig(yaml: &str) -> Result<kube::Client, NodeSimError> {
+    let kc = kube::config::Kubeconfig::from_yaml(yaml)
+        .map_err(|e| NodeSimError::Kubeconfig(e.to_string()))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| NodeSimError::Kubeconfig(e.to_string()))?;
+    cfg.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    kube::Client::try_from(cfg).map_err(|e| NodeSimError::Kubeconfig(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_names_parse_case_insensitively() {
+        assert_eq!(
+            "memorypressure".parse::<ConditionType>(),
+            Ok(ConditionType::MemoryPressure)
+        );
+        assert_eq!(
+            "PIDPressure".parse::<ConditionType>(),
+            Ok(ConditionType::PIDPressure)
+        );
+        assert!("Hungry".parse::<ConditionType>().is_err());
+    }
+
+    #[tokio::test]
+    async fn faults_are_per_node_and_only_for_our_nodes() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap();
+        let shared = Shared::new(
+            client,
+            NodeSimConfig {
+                nodes: 2,
+                ..Default::default()
+            },
+        );
+        shared
+            .update_faults("sim-node-1", |f| f.heartbeat_stopped = true)
+            .unwrap();
+        assert!(shared.faults("sim-node-1").heartbeat_stopped);
+        assert!(!shared.faults("sim-node-0").heartbeat_stopped);
+        assert!(matches!(
+            shared.update_faults("sim-node-2", |f| f.killed = true),
+            Err(NodeSimError::UnknownNode(_))
+        ));
+        assert!(shared.watches_namespace(Some("any")));
+    }
+}

@@ -1,0 +1,107 @@
+//! Parsing of the two kinds of numbers node-sim reads from objects: resource quantities
+//! (`500m`, `2Gi`, `1e3`) as the scheduler compares requests against allocatable, and
+//! durations (`3s`, `1m30s`, `250ms`) as the kubelet reads them from pod annotations.
+
+use std::time::Duration;
+
+/// A quantity in thousandths of its unit (`"1"` → 1000, `"250m"` → 250, `"1Ki"` → 1_024_000),
+/// rounded up as kube-apiserver rounds a request. `None` for text that is not a quantity.
+pub fn milli(text: &str) -> Option<i128> {
+    let s = text.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        exp if exp.starts_with(['e', 'E']) => 10f64.powi(exp[1..].parse::<i32>().ok()?),
+        _ => return None,
+    };
+    let m = (value * factor * 1000.0).ceil();
+    m.is_finite().then_some(m as i128)
+}
+
+/// A Go-style duration (`"3s"`, `"1m30s"`, `"500ms"`, `"2h"`); a bare number means seconds.
+pub fn duration(text: &str) -> Option<Duration> {
+    let s = text.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs));
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|n| *n > 0)?;
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..u] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * unit;
+        rest = &rest[u..];
+    }
+    total.is_finite().then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_in_every_suffix() {
+        assert_eq!(milli("1"), Some(1000));
+        assert_eq!(milli("250m"), Some(250));
+        assert_eq!(milli("0.5"), Some(500));
+        assert_eq!(milli("1Ki"), Some(1_024_000));
+        assert_eq!(milli("2Gi"), Some(2 * 1024 * 1024 * 1024 * 1000));
+        assert_eq!(milli("1k"), Some(1_000_000));
+        assert_eq!(milli("1e3"), Some(1_000_000));
+        assert_eq!(milli("0.1m"), Some(1), "rounded up");
+        assert_eq!(milli(""), None);
+        assert_eq!(milli("lots"), None);
+        assert_eq!(milli("1Zi"), None);
+    }
+
+    #[test]
+    fn durations_like_go() {
+        assert_eq!(duration("3s"), Some(Duration::from_secs(3)));
+        assert_eq!(duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(duration("0"), Some(Duration::ZERO));
+        for bad in ["", "s", "3 s", "3x", "-1", "1m-3s"] {
+            assert_eq!(duration(bad), None, "{bad:?}");
+        }
+    }
+}
