@@ -757,7 +757,10 @@ mod tests {
         let tolerant = pod(
             json!({"spec": {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}}),
         );
-        assert_eq!(run(&tolerant, std::slice::from_ref(&tainted), &[]), Ok("n1".into()));
+        assert_eq!(
+            run(&tolerant, std::slice::from_ref(&tainted), &[]),
+            Ok("n1".into())
+        );
         let wrong_value =
             pod(json!({"spec": {"tolerations": [{"key": "dedicated", "value": "cpu"}]}}));
         assert!(run(&wrong_value, std::slice::from_ref(&tainted), &[]).is_err());
