@@ -339,7 +339,14 @@ impl Sim {
                 let fins = body["spec"]["finalizers"].clone();
                 self.update_object(&def, None, name, Some("finalize"), &user, req, move |cur| {
                     let mut next = cur.clone();
-                    next["spec"]["finalizers"] = if fins.is_null() { json!([]) } else { fins };
+                    let empty = fins.as_array().is_none_or(|a| a.is_empty());
+                    if empty {
+                        if let Some(spec) = next["spec"].as_object_mut() {
+                            spec.remove("finalizers");
+                        }
+                    } else {
+                        next["spec"]["finalizers"] = fins;
+                    }
                     Ok(next)
                 })
             }
@@ -655,7 +662,9 @@ impl Sim {
             let n: u64 = rv
                 .parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-            if opts.resource_version_match.as_deref() == Some("Exact") && n < t.compacted_rv() {
+            // kube-sim keeps no past states: an exact list at an older resourceVersion is
+            // answered as a compacted one would be (clients relist on 410).
+            if opts.resource_version_match.as_deref() == Some("Exact") && n < current {
                 return Err(ApiError::expired(
                     "The resourceVersion for the provided list is too old.",
                 ));
@@ -692,10 +701,9 @@ impl Sim {
         let mut next: Option<String> = None;
         let mut remaining = 0usize;
         let filtering = opts.labels.is_some() || opts.fields.is_some();
-        for (key, obj) in t.range(&def.key(), ns, after.as_ref()) {
-            if !self.selected(def, &opts, obj) {
-                continue;
-            }
+        // As etcd pages: once `limit` objects are taken, a continue token is given if any
+        // key follows in the range, whether or not it would pass the selectors.
+        for (_, obj) in t.range(&def.key(), ns, after.as_ref()) {
             if opts.limit > 0 && items.len() >= opts.limit {
                 if next.is_none() {
                     let last: &Value = items.last().map(|v: &Arc<Value>| v.as_ref()).unwrap_or(obj);
@@ -711,10 +719,11 @@ impl Sim {
                     }
                 }
                 remaining += 1;
-                let _ = key;
                 continue;
             }
-            items.push(obj.clone());
+            if self.selected(def, &opts, obj) {
+                items.push(obj.clone());
+            }
         }
         drop(t);
         let rv = list_rv.to_string();
@@ -891,9 +900,10 @@ impl Sim {
             return Ok(Arc::new(obj));
         }
         let stored = t.put(&def.key(), obj);
-        drop(t);
         if def.kind == "CustomResourceDefinition" {
-            crate::crd::register(&self.registry, &stored);
+            let established = t.put(&def.key(), crate::crd::establish(&stored));
+            drop(t);
+            crate::crd::register(&self.registry, &established);
         }
         Ok(stored)
     }
@@ -1012,6 +1022,11 @@ impl Sim {
     }
 
     fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+        if def.kind == "CertificateSigningRequest" && old.is_none() {
+            if let Some(c) = csr_request_cause(obj) {
+                return vec![c];
+            }
+        }
         if def.custom.is_some() {
             let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
             return validation::validate_name(&def.kind, name)
@@ -1209,10 +1224,12 @@ impl Sim {
         if def.kind == "CustomResourceDefinition" {
             crate::crd::accept(&mut next)
                 .map_err(|c| ApiError::invalid(Subject::new(&def.group, &def.kind, name), &c))?;
+            next = crate::crd::establish(&next);
         }
         if !next["metadata"]["deletionTimestamp"].is_null() && self.finalized(def, &next) {
-            let gone = self.remove_locked(&mut t, def, ns_s, name);
-            return Ok(ApiResponse::json(200, self.present(def, &gone)));
+            // The answer is the object as this update left it, the moment before it went.
+            self.remove_locked(&mut t, def, ns_s, name);
+            return Ok(ApiResponse::json(200, self.present(def, &probe)));
         }
         let stored = t.put(&key, next);
         drop(t);
@@ -1333,11 +1350,16 @@ impl Sim {
                 })?;
                 let mut doc = served;
                 json_patch::patch(&mut doc, &ops).map_err(|e| {
-                    let msg = e.to_string();
                     if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) {
-                        ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {msg}"))
+                        // Upstream says no more than this for a failed `test` operation.
+                        ApiError::new(
+                            422,
+                            "Invalid",
+                            "the server rejected our request due to an error in our request",
+                        )
+                        .with_details(json!({}))
                     } else {
-                        ApiError::new(422, "Invalid", msg)
+                        ApiError::new(422, "Invalid", e.to_string())
                     }
                 })?;
                 Ok(doc)
@@ -1604,7 +1626,9 @@ impl Sim {
         if !already_deleting {
             let at = now() + chrono::Duration::seconds(grace);
             m.insert("deletionTimestamp".into(), json!(timestamp(at)));
-            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            if def.kind != "Namespace" {
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            }
             if let Some(g) = m.get("generation").and_then(Value::as_i64) {
                 if g > 0 {
                     m.insert("generation".into(), json!(g + 1));
@@ -1963,6 +1987,27 @@ impl Sim {
         }
         Ok(ApiResponse::json(201, out))
     }
+}
+
+/// spec.request of a CSR must hold a PEM `CERTIFICATE REQUEST` block.
+fn csr_request_cause(obj: &Value) -> Option<FieldCause> {
+    let b64 = obj["spec"]["request"].as_str().unwrap_or("");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    if text.contains("-----BEGIN CERTIFICATE REQUEST-----") {
+        return None;
+    }
+    let shown: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
+    Some(FieldCause {
+        reason: "FieldValueInvalid",
+        message: format!(
+            "Invalid value: []byte{{{}}}: PEM block type must be CERTIFICATE REQUEST",
+            shown.join(", ")
+        ),
+        field: "spec.request".into(),
+    })
 }
 
 /// A strategic-merge failure with the code upstream gives it (400 malformed, 422, else 500).

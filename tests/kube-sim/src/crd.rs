@@ -97,7 +97,6 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
         return Err(causes);
     }
     let storage_version = storage[0]["name"].clone();
-    let t = timestamp(now());
     let mut names = spec["names"].clone();
     if names["singular"].as_str().unwrap_or("").is_empty() {
         names["singular"] = json!(kind.to_lowercase());
@@ -105,7 +104,7 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
     if names["listKind"].as_str().unwrap_or("").is_empty() {
         names["listKind"] = json!(format!("{kind}List"));
     }
-    crd["spec"]["names"] = names.clone();
+    crd["spec"]["names"] = names;
     let mut stored: Vec<Value> = crd["status"]["storedVersions"]
         .as_array()
         .cloned()
@@ -113,15 +112,30 @@ pub fn accept(crd: &mut Value) -> Result<(), Vec<FieldCause>> {
     if !stored.contains(&storage_version) {
         stored.push(storage_version);
     }
-    crd["status"] = json!({
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": t, "reason": "NoConflicts", "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "lastTransitionTime": t, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}
-        ],
-        "acceptedNames": names,
-        "storedVersions": stored,
-    });
+    // As the API answers a create: the names are not accepted yet; the establishing
+    // controller does that right after (see `establish`).
+    if crd["status"]["acceptedNames"]["kind"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
+        crd["status"] = json!({"conditions": null, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": stored});
+    } else {
+        crd["status"]["storedVersions"] = json!(stored);
+    }
     Ok(())
+}
+
+/// What apiextensions-apiserver's naming and establishing controllers do next: accept the
+/// names and mark the CRD NamesAccepted and Established.
+pub fn establish(crd: &Value) -> Value {
+    let mut out = crd.clone();
+    let t = timestamp(now());
+    out["status"]["acceptedNames"] = crd["spec"]["names"].clone();
+    out["status"]["conditions"] = json!([
+        {"type": "NamesAccepted", "status": "True", "lastTransitionTime": t, "reason": "NoConflicts", "message": "no conflicts found"},
+        {"type": "Established", "status": "True", "lastTransitionTime": t, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}
+    ]);
+    out
 }
 
 /// The resources a (stored, accepted) CRD serves.
@@ -231,6 +245,11 @@ mod tests {
     fn an_accepted_crd_is_established_and_serves_its_resource() {
         let mut crd = widget_crd();
         accept(&mut crd).unwrap();
+        assert!(
+            crd["status"]["conditions"].is_null(),
+            "not established on create"
+        );
+        let crd = establish(&crd);
         assert_eq!(crd["status"]["conditions"][1]["type"], "Established");
         assert_eq!(crd["status"]["acceptedNames"]["listKind"], "WidgetList");
         let defs = resource_defs(&crd);

@@ -73,9 +73,14 @@ pub fn api_resource_list(reg: &Registry, group: &str, version: &str) -> Option<V
     } else {
         format!("{group}/{version}")
     };
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-    )
+    // The core group's document carries no apiVersion; the others do (as kube-apiserver answers).
+    let mut doc = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources});
+    if group.is_empty() {
+        if let Some(m) = doc.as_object_mut() {
+            m.remove("apiVersion");
+        }
+    }
+    Some(doc)
 }
 
 fn aggregated_resource(r: &ResourceDef) -> Value {

@@ -101,7 +101,7 @@ impl ResourceDef {
                     | "Job"
                     | "CronJob"
                     | "PodDisruptionBudget"
-                    | "HorizontalPodAutoscaler"
+                    | "EndpointSlice"
                     | "Ingress"
                     | "NetworkPolicy"
                     | "CustomResourceDefinition"

@@ -1,0 +1,599 @@
+//! Replay of what a real kube-apiserver v1.29.6 answered (`RKCM_APISERVER_REFERENCE`,
+//! shared/apiserver-reference): a fresh kube-sim gets the recorded requests in order and
+//! each answer is compared with the record — the status code always, and the body once
+//! what legitimately differs between runs is normalised (uids, resourceVersions,
+//! timestamps, generated name suffixes, cluster IPs, continue tokens).
+//!
+//! Values a later request depends on (a stale resourceVersion, a continue token, a
+//! generated name, a uid) are carried over from this run's own earlier answers.
+//! Differences kept on purpose are listed in `replay-allowlist.txt` (exchange, field,
+//! reason); differences still to fix are listed in `replay-known-differences.txt`: both
+//! lists are read here, and an exchange that differs without being listed fails the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use regex::Regex;
+use serde_json::{json, Value};
+
+struct Exchange {
+    file: String,
+    note: String,
+    method: String,
+    path: String,
+    body: Option<Value>,
+    content_type: Option<String>,
+    accept: Option<String>,
+    code: u16,
+    response: Value,
+}
+
+fn load(dir: &Path) -> anyhow::Result<Vec<Exchange>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.as_bytes()[0].is_ascii_digit())
+        })
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let text = std::fs::read_to_string(&f).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{name}: not JSON: {e}"))?;
+        let req = &v["request"];
+        let resp = &v["response"];
+        let field = |x: &Value, k: &str| x[k].as_str().map(String::from);
+        out.push(Exchange {
+            note: field(&v, "note").unwrap_or_default(),
+            method: field(req, "method")
+                .ok_or_else(|| anyhow::anyhow!("{name}: request.method missing"))?,
+            path: field(req, "path")
+                .ok_or_else(|| anyhow::anyhow!("{name}: request.path missing"))?,
+            body: req.get("body").cloned(),
+            content_type: field(req, "content_type"),
+            accept: field(req, "accept"),
+            code: resp["code"]
+                .as_u64()
+                .ok_or_else(|| anyhow::anyhow!("{name}: response.code missing"))?
+                as u16,
+            response: resp["body"].clone(),
+            file: name,
+        });
+    }
+    Ok(out)
+}
+
+/// Recorded value -> the value this run produced for the same thing.
+#[derive(Default)]
+struct Substitutions {
+    map: BTreeMap<String, String>,
+}
+
+impl Substitutions {
+    /// Walk a recorded and a live answer side by side and remember differing identities
+    /// (only object metadata: uid, resourceVersion, continue, and generated names).
+    fn learn(&mut self, rec: &Value, live: &Value) {
+        match (rec, live) {
+            (Value::Object(r), Value::Object(l)) => {
+                if let (Some(rm), Some(lm)) = (
+                    r.get("metadata").and_then(Value::as_object),
+                    l.get("metadata").and_then(Value::as_object),
+                ) {
+                    for k in ["uid", "resourceVersion", "continue", "name"] {
+                        if k == "name" && !rm.contains_key("generateName") {
+                            continue;
+                        }
+                        if let (Some(a), Some(b)) = (
+                            rm.get(k).and_then(Value::as_str),
+                            lm.get(k).and_then(Value::as_str),
+                        ) {
+                            if a != b {
+                                self.map.insert(a.to_string(), b.to_string());
+                            }
+                        }
+                    }
+                }
+                for (k, rv) in r {
+                    if let Some(lv) = l.get(k) {
+                        self.learn(rv, lv);
+                    }
+                }
+            }
+            (Value::Array(r), Value::Array(l)) => {
+                for (a, b) in r.iter().zip(l) {
+                    self.learn(a, b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_path(&self, path: &str) -> String {
+        let (p, q) = path.split_once('?').unwrap_or((path, ""));
+        let segs: Vec<String> = p
+            .split('/')
+            .map(|s| self.map.get(s).cloned().unwrap_or_else(|| s.to_string()))
+            .collect();
+        let mut out = segs.join("/");
+        if !q.is_empty() {
+            let params: Vec<String> = q
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) if matches!(k, "resourceVersion" | "continue") => {
+                        format!(
+                            "{k}={}",
+                            self.map.get(v).cloned().unwrap_or_else(|| v.to_string())
+                        )
+                    }
+                    _ => kv.to_string(),
+                })
+                .collect();
+            out = format!("{out}?{}", params.join("&"));
+        }
+        out
+    }
+
+    fn apply_body(&self, v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| {
+                        let nx = match (k.as_str(), x.as_str()) {
+                            ("uid" | "resourceVersion" | "name", Some(s)) => {
+                                json!(self.map.get(s).cloned().unwrap_or_else(|| s.to_string()))
+                            }
+                            _ => self.apply_body(x),
+                        };
+                        (k.clone(), nx)
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.apply_body(x)).collect()),
+            other => other.clone(),
+        }
+    }
+}
+
+struct Normaliser {
+    uuid: Regex,
+    time: Regex,
+    api_access: Regex,
+    ip: Regex,
+}
+
+impl Normaliser {
+    fn new() -> Self {
+        Normaliser {
+            uuid: Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+                .unwrap(),
+            time: Regex::new(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z").unwrap(),
+            api_access: Regex::new(r"kube-api-access-[a-z0-9]{5}").unwrap(),
+            ip: Regex::new(r"^\d+\.\d+\.\d+\.\d+$").unwrap(),
+        }
+    }
+
+    fn norm(&self, v: &Value, key: &str, generated: &BTreeSet<String>) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), self.norm(x, k, generated)))
+                    .collect(),
+            ),
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|x| self.norm(x, key, generated)).collect())
+            }
+            Value::String(s) => {
+                if matches!(key, "resourceVersion" | "continue") && !s.is_empty() {
+                    return json!(format!("<{key}>"));
+                }
+                if matches!(key, "clusterIP" | "clusterIPs") && self.ip.is_match(s) {
+                    return json!("<ip>");
+                }
+                if key == "serverAddress" {
+                    return json!("<addr>");
+                }
+                if key == "serverRelativeURL" {
+                    return json!(s.split('?').next().unwrap_or(s));
+                }
+                let mut t = self.uuid.replace_all(s, "<uid>").into_owned();
+                t = self.time.replace_all(&t, "<time>").into_owned();
+                t = self
+                    .api_access
+                    .replace_all(&t, "kube-api-access-<suffix>")
+                    .into_owned();
+                for g in generated {
+                    if let Some(prefix) = g.get(..g.len().saturating_sub(5)) {
+                        if t == *g {
+                            t = format!("{prefix}<suffix>");
+                        }
+                    }
+                }
+                json!(t)
+            }
+            Value::Number(n) if key == "resourceVersion" => json!(format!("<rv:{n}>")),
+            other => other.clone(),
+        }
+    }
+}
+
+/// Paths (a.b[2].c) where two values differ.
+fn diff(rec: &Value, live: &Value, path: &str, out: &mut Vec<String>) {
+    match (rec, live) {
+        (Value::Object(r), Value::Object(l)) => {
+            for (k, rv) in r {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match l.get(k) {
+                    Some(lv) => diff(rv, lv, &p, out),
+                    None => out.push(format!("{p}: missing (recorded {})", short(rv))),
+                }
+            }
+            for (k, lv) in l {
+                if !r.contains_key(k) {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    out.push(format!("{p}: unexpected {}", short(lv)));
+                }
+            }
+        }
+        (Value::Array(r), Value::Array(l)) if r.len() == l.len() => {
+            for (i, (a, b)) in r.iter().zip(l).enumerate() {
+                diff(a, b, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ if rec != live => out.push(format!(
+            "{path}: recorded {} got {}",
+            short(rec),
+            short(live)
+        )),
+        _ => {}
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 160 {
+        format!(
+            "{}…",
+            &s[..s.char_indices().nth(160).map(|(i, _)| i).unwrap_or(s.len())]
+        )
+    } else {
+        s
+    }
+}
+
+/// `NNN-name field reason` lines; `*` as the field covers the whole body.
+fn read_list(name: &str) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(out);
+    };
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.splitn(3, char::is_whitespace);
+        let (Some(ex), Some(field)) = (parts.next(), parts.next()) else {
+            anyhow::bail!("{name}:{}: expected `EXCHANGE FIELD REASON`", i + 1);
+        };
+        if parts.next().unwrap_or("").trim().is_empty() {
+            anyhow::bail!("{name}:{}: every entry needs a reason", i + 1);
+        }
+        out.entry(ex.to_string())
+            .or_default()
+            .push(field.to_string());
+    }
+    Ok(out)
+}
+
+fn covered(diffs: &[String], fields: Option<&Vec<String>>) -> bool {
+    let Some(fields) = fields else { return false };
+    // List entries name fields without list indices: `items.metadata.managedFields`.
+    let strip = |d: &str| {
+        let mut out = String::new();
+        let mut skipping = false;
+        for c in d.chars() {
+            match c {
+                '[' => skipping = true,
+                ']' if skipping => skipping = false,
+                _ if !skipping => out.push(c),
+                _ => {}
+            }
+        }
+        out
+    };
+    diffs.iter().map(|d| strip(d)).all(|d| {
+        fields
+            .iter()
+            .any(|f| f == "*" || d.starts_with(&format!("{f}:")) || d.starts_with(&format!("{f}.")))
+    })
+}
+
+async fn send(
+    client: &kube::Client,
+    ex: &Exchange,
+    subs: &Substitutions,
+) -> anyhow::Result<(u16, Value)> {
+    let mut path = subs.apply_path(&ex.path);
+    // A watch from a recorded resourceVersion this run never saw (the record's list was not
+    // recorded) starts from this run's current one, as a client's own list would give it.
+    let is_watch = path.contains("watch=1") || path.contains("watch=true");
+    if is_watch && ex.code == 200 && !ex.file.starts_with("108") && !ex.file.starts_with("118") {
+        let rv = path
+            .split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("resourceVersion="))
+            .map(String::from);
+        if let Some(rv) = rv.filter(|rv| rv != "0" && !subs.map.values().any(|v| v == rv)) {
+            let list_path = path.split('?').next().unwrap_or("").to_string();
+            let req = http::Request::get(format!("{list_path}?limit=1")).body(Vec::new())?;
+            let list: Value = client.request(req).await?;
+            if let Some(live) = list["metadata"]["resourceVersion"].as_str() {
+                path = path.replace(
+                    &format!("resourceVersion={rv}"),
+                    &format!("resourceVersion={live}"),
+                );
+            }
+        }
+    }
+    let body: Vec<u8> = match &ex.body {
+        None => Vec::new(),
+        Some(Value::String(s)) => s.clone().into_bytes(),
+        Some(v) => serde_json::to_vec(&subs.apply_body(v))?,
+    };
+    let mut b = http::Request::builder()
+        .method(ex.method.as_str())
+        .uri(&path);
+    if let Some(ct) = &ex.content_type {
+        b = b.header("content-type", ct);
+    }
+    b = b.header(
+        "accept",
+        ex.accept
+            .clone()
+            .unwrap_or_else(|| "application/json".into()),
+    );
+    let resp = client.send(b.body(kube::client::Body::from(body))?).await?;
+    let concurrent = during(&ex.file);
+    if !concurrent.is_empty() {
+        let client = client.clone();
+        let stem = ex.file.clone();
+        tokio::spawn(async move {
+            if let Err(e) = run_requests(&client, &stem, concurrent).await {
+                eprintln!("{e:#}");
+            }
+        });
+    }
+    let code = resp.status().as_u16();
+    let mut body = resp.into_body();
+    if is_watch && code == 200 {
+        // Long recorded streams are cut, ending with {"_truncated": N}: compare what was kept.
+        let expected = ex.response["_stream"].as_array().map_or(0, |a| {
+            a.iter()
+                .filter(|e| e.get("_truncated").is_none() && e["type"] != "BOOKMARK")
+                .count()
+        });
+        let mut buf = Vec::new();
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        while events.len() < expected {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(f))) => f,
+                _ => break,
+            };
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                        if v["type"] != "BOOKMARK" {
+                            events.push(v);
+                        }
+                    }
+                }
+            }
+        }
+        return Ok((code, json!({"_stream": events})));
+    }
+    let bytes = body.collect().await?.to_bytes();
+    // A text answer is recorded as {"_text": ...}.
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!({"_text": String::from_utf8_lossy(&bytes)}));
+    Ok((code, v))
+}
+
+/// Requests the recording made without recording them (setup the records show the
+/// result of): sent before the exchange named, so that its answer can be compared.
+fn fixtures(stem: &str) -> Vec<(&'static str, String, Value)> {
+    let rs = |n: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": n},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"x": n}},
+                        "template": {"metadata": {"labels": {"x": n}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}})
+    };
+    let ns = "/api/v1/namespaces/ref";
+    match stem.get(..3).unwrap_or("") {
+        // c1 was written again between its creation (038) and the stale update (053).
+        "053" => vec![("PATCH", format!("{ns}/configmaps/c1"), json!({"data": {"a": "c"}}))],
+        // The labelled configmaps the list exchanges page through.
+        "065" => (0..5)
+            .map(|i| ("POST", format!("{ns}/configmaps"), json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("page{i}"), "labels": {"i": i.to_string(), "page": "yes"}}})))
+            .collect(),
+        // A running pod p2 on n1 covered by the PDB, whose controller saw it healthy.
+        "093" => vec![
+            ("POST", format!("{ns}/pods"), json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2", "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}})),
+            ("PATCH", format!("{ns}/pods/p2/status"), json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": null}]}})),
+            ("POST", format!("{ns}/pods/p2/binding"), json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p2"},
+                "target": {"kind": "Node", "name": "n1"}})),
+            ("PATCH", "/apis/policy/v1/namespaces/ref/poddisruptionbudgets/pdb/status".to_string(), json!({"status": {"observedGeneration": 1,
+                "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}})),
+        ],
+        "095" => vec![("POST", "/apis/apps/v1/namespaces/ref/replicasets".into(), rs("del-foreground"))],
+        "097" => vec![("POST", "/apis/apps/v1/namespaces/ref/replicasets".into(), rs("del-orphan"))],
+        "099" => vec![("POST", "/apis/apps/v1/namespaces/ref/replicasets".into(), rs("del-background"))],
+        "101" => vec![("POST", format!("{ns}/configmaps"), json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "fin", "finalizers": ["example.com/hold"]}}))],
+        // The compacted-history watch was recorded on a server whose etcd had compacted.
+        "118" => vec![("POST", "/kube-sim/faults/compact".into(), json!({}))],
+        _ => vec![],
+    }
+}
+
+/// Writes the recording made while a watch exchange was open: sent once the watch is.
+fn during(stem: &str) -> Vec<(&'static str, String, Value)> {
+    let cms = "/api/v1/namespaces/ref/configmaps";
+    match stem.get(..3).unwrap_or("") {
+        "105" => vec![
+            (
+                "POST",
+                cms.into(),
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1"}, "data": {"a": "1"}}),
+            ),
+            ("PATCH", format!("{cms}/w1"), json!({"data": {"a": "2"}})),
+            ("DELETE", format!("{cms}/w1"), json!({})),
+        ],
+        _ => vec![],
+    }
+}
+
+async fn setup(client: &kube::Client, stem: &str) -> anyhow::Result<()> {
+    run_requests(client, stem, fixtures(stem)).await
+}
+
+async fn run_requests(
+    client: &kube::Client,
+    stem: &str,
+    reqs: Vec<(&'static str, String, Value)>,
+) -> anyhow::Result<()> {
+    for (method, path, body) in reqs {
+        let ct = if method == "PATCH" {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        let req = http::Request::builder()
+            .method(method)
+            .uri(&path)
+            .header("content-type", ct)
+            .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
+        let resp = client.send(req).await?;
+        if !resp.status().is_success() {
+            anyhow::bail!("{stem}: fixture {method} {path} failed: {}", resp.status());
+        }
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let Ok(dir) = std::env::var("RKCM_APISERVER_REFERENCE") else {
+        println!("replay: skipped (RKCM_APISERVER_REFERENCE is not set)");
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(Path::new(&dir)))
+}
+
+async fn run(dir: &Path) -> anyhow::Result<()> {
+    let exchanges = load(dir)?;
+    let allow = read_list("replay-allowlist.txt")?;
+    let known = read_list("replay-known-differences.txt")?;
+    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
+    // Answers are compared as given: no client-side retry of 429s.
+    let kc = kube::config::Kubeconfig::from_yaml(sim.kubeconfig())?;
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    cfg.default_retry = false;
+    let client = kube::Client::try_from(cfg)?;
+    let norm = Normaliser::new();
+    let mut subs = Substitutions::default();
+    let mut generated = BTreeSet::new();
+    let (mut matched, mut allowed, mut known_count) = (0, 0, 0);
+    let mut failures = Vec::new();
+    let verbose = std::env::var("RKCM_REPLAY_VERBOSE").is_ok();
+    for ex in &exchanges {
+        setup(&client, &ex.file).await?;
+        let (code, live) = send(&client, ex, &subs)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: sending failed: {e:#}", ex.file))?;
+        subs.learn(&ex.response, &live);
+        for v in [&ex.response, &live] {
+            if let Some(g) = v["metadata"]["generateName"].as_str() {
+                if let Some(n) = v["metadata"]["name"].as_str() {
+                    if n.starts_with(g) {
+                        generated.insert(n.to_string());
+                    }
+                }
+            }
+        }
+        let mut diffs = Vec::new();
+        if code != ex.code {
+            diffs.push(format!("code: recorded {} got {code}", ex.code));
+        }
+        let mut recorded = ex.response.clone();
+        if let Some(events) = recorded.get_mut("_stream").and_then(Value::as_array_mut) {
+            // Bookmarks come when the server's timers say; their timing is not compared.
+            events.retain(|e| e.get("_truncated").is_none() && e["type"] != "BOOKMARK");
+        }
+        diff(
+            &norm.norm(&recorded, "", &generated),
+            &norm.norm(&live, "", &generated),
+            "body",
+            &mut diffs,
+        );
+        let diffs: Vec<String> = diffs
+            .into_iter()
+            .map(|d| d.trim_start_matches("body.").to_string())
+            .collect();
+        let stem = ex.file.trim_end_matches(".json");
+        if diffs.is_empty() {
+            matched += 1;
+        } else if !diffs.iter().any(|d| d.starts_with("code:")) && covered(&diffs, allow.get(stem))
+        {
+            allowed += 1;
+        } else if covered(&diffs, known.get(stem)) {
+            known_count += 1;
+            if verbose {
+                println!("known difference {stem}: {}", diffs.join("; "));
+            }
+        } else {
+            failures.push(format!(
+                "{} ({}):\n    {}",
+                ex.file,
+                ex.note,
+                diffs.join("\n    ")
+            ));
+        }
+    }
+    let total = exchanges.len();
+    println!("{matched}/{total} exchanges match ({allowed} allow-listed, {known_count} known differences still to fix)");
+    if !failures.is_empty() {
+        println!("unlisted differences:\n  {}", failures.join("\n  "));
+        anyhow::bail!(
+            "{} exchanges differ from the real kube-apiserver",
+            failures.len()
+        );
+    }
+    Ok(())
+}
