@@ -2553,31 +2553,8 @@ const ACCESS_MODES: &[&str] = &[
 
 /// A resource quantity in units (approximate: enough to compare sizes).
 fn quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (n, suffix) = s.split_at(split);
-    let n: f64 = n.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
+    // One quantity parser for the crate (exact, in nano-units): the defaulting module's.
+    crate::defaults::parse_quantity_nanos(s).map(|n| n as f64 / 1e9)
 }
 
 fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {

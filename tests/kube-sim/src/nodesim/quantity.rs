@@ -7,35 +7,14 @@ use std::time::Duration;
 /// A quantity in thousandths of its unit (`"1"` → 1000, `"250m"` → 250, `"1Ki"` → 1_024_000),
 /// rounded up as kube-apiserver rounds a request. `None` for text that is not a quantity.
 pub fn milli(text: &str) -> Option<i128> {
-    let s = text.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        exp if exp.starts_with(['e', 'E']) => 10f64.powi(exp[1..].parse::<i32>().ok()?),
-        _ => return None,
-    };
-    let m = (value * factor * 1000.0).ceil();
-    m.is_finite().then_some(m as i128)
+    // One quantity parser for the crate (exact, in nano-units): the defaulting module's.
+    let nanos = crate::defaults::parse_quantity_nanos(text)?;
+    let q = nanos.div_euclid(1_000_000);
+    Some(if nanos.rem_euclid(1_000_000) != 0 {
+        q + 1
+    } else {
+        q
+    })
 }
 
 /// A Go-style duration (`"3s"`, `"1m30s"`, `"500ms"`, `"2h"`); a bare number means seconds.
