@@ -579,11 +579,7 @@ impl Sim {
                         }
                     }
                 } else {
-                    let qualified = if def.group.is_empty() {
-                        def.resource.clone()
-                    } else {
-                        format!("{}.{}", def.resource, def.group)
-                    };
+                    let qualified = def.qualified_resource();
                     f.check_supported(&qualified)
                         .map_err(ApiError::bad_request)?;
                 }
@@ -633,11 +629,7 @@ impl Sim {
             }
         }
         if let Some(f) = &opts.fields {
-            let resource = if def.group.is_empty() {
-                def.resource.clone()
-            } else {
-                format!("{}.{}", def.resource, def.group)
-            };
+            let resource = def.qualified_resource();
             let get = |field: &str| crate::selectors::field_value(&resource, obj, field);
             if !f.matches(&get) {
                 return false;

@@ -15,6 +15,7 @@
 //! Every function tolerates objects of the wrong shape: a field with an unexpected JSON
 //! type is left alone.
 
+use crate::validation::VOLUME_SOURCES;
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
@@ -767,38 +768,6 @@ fn requests_from_limits(c: &mut Obj) {
         res.remove("requests");
     }
 }
-
-const VOLUME_SOURCES: &[&str] = &[
-    "hostPath",
-    "emptyDir",
-    "gcePersistentDisk",
-    "awsElasticBlockStore",
-    "gitRepo",
-    "secret",
-    "nfs",
-    "iscsi",
-    "glusterfs",
-    "persistentVolumeClaim",
-    "rbd",
-    "flexVolume",
-    "cinder",
-    "cephfs",
-    "flocker",
-    "downwardAPI",
-    "fc",
-    "azureFile",
-    "configMap",
-    "vsphereVolume",
-    "quobyte",
-    "azureDisk",
-    "photonPersistentDisk",
-    "projected",
-    "portworxVolume",
-    "scaleIO",
-    "storageos",
-    "csi",
-    "ephemeral",
-];
 
 fn default_volume(v: &mut Obj) {
     if VOLUME_SOURCES.iter().all(|k| is_unset(v.get(*k))) {

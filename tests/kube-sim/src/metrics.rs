@@ -121,11 +121,7 @@ impl Metrics {
                 ("version".into(), def.version.clone()),
             ])
             .clone();
-        let resource = if def.group.is_empty() {
-            def.resource.clone()
-        } else {
-            format!("{}.{}", def.resource, def.group)
-        };
+        let resource = def.qualified_resource();
         let watches = self
             .watches
             .get_or_create(&vec![

@@ -63,6 +63,15 @@ impl ResourceDef {
         ResKey::new(&self.group, &self.resource)
     }
 
+    /// `deployments.apps`, or `pods` for the core group: how upstream names a resource.
+    pub fn qualified_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()

@@ -934,7 +934,8 @@ fn selector_entry_count(sel: Option<&Value>) -> usize {
 // Pod specs
 // ---------------------------------------------------------------------------------------
 
-const VOLUME_SOURCES: &[&str] = &[
+/// The volume source fields, in the order upstream's validation checks them.
+pub(crate) const VOLUME_SOURCES: &[&str] = &[
     "hostPath",
     "emptyDir",
     "gitRepo",

@@ -858,19 +858,8 @@ mod tests {
         let mut p = json!({"metadata": {"name": "p", "namespace": "d", "uid": "0123-4567-89ab"},
             "spec": {"nodeName": "sim-node-0", "containers": [{"name": "c", "image": "nginx:1"}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}});
-        merge(&mut p, extra);
+        json_patch::merge(&mut p, &extra);
         serde_json::from_value(p).unwrap()
-    }
-
-    fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
-        match (a, b) {
-            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(serde_json::Value::Null), v);
-                }
-            }
-            (a, b) => *a = b,
-        }
     }
 
     fn timing(p: &Pod) -> Timing {

@@ -590,26 +590,15 @@ mod tests {
         let mut n = json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": "a"}},
             "spec": {},
             "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "3"}}});
-        merge(&mut n, extra);
+        json_patch::merge(&mut n, &extra);
         serde_json::from_value(n).unwrap()
     }
 
     fn pod(extra: serde_json::Value) -> Pod {
         let mut p = json!({"metadata": {"name": "p", "namespace": "d", "uid": "u1"},
             "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}});
-        merge(&mut p, extra);
+        json_patch::merge(&mut p, &extra);
         serde_json::from_value(p).unwrap()
-    }
-
-    fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
-        match (a, b) {
-            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(serde_json::Value::Null), v);
-                }
-            }
-            (a, b) => *a = b,
-        }
     }
 
     fn run(p: &Pod, nodes: &[Node], usage: &[(&str, NodeUsage)]) -> Result<String, String> {
