@@ -93,16 +93,30 @@ impl TestCluster {
         Ok(name)
     }
 
+    /// A `kubectl` command aimed at this cluster.
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .kill_on_drop(true);
+        cmd
+    }
+
     /// Run the real kubectl against this cluster.
     pub async fn kubectl(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        let out = tokio::process::Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .kill_on_drop(true)
+        self.command(args)
             .output()
             .await
-            .context("running kubectl (is it installed?)")?;
-        Ok(out)
+            .context("running kubectl (is it installed?)")
+    }
+
+    /// Start kubectl in the background (for commands that wait for something the test does next).
+    pub fn kubectl_background(
+        &self,
+        args: &[&str],
+    ) -> tokio::task::JoinHandle<std::io::Result<std::process::Output>> {
+        let mut cmd = self.command(args);
+        tokio::spawn(async move { cmd.output().await })
     }
 
     /// Run kubectl and return its stdout; fail with its stderr if it fails.
@@ -123,13 +137,11 @@ impl TestCluster {
     /// Run kubectl with `stdin` as its standard input.
     pub async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> anyhow::Result<String> {
         use tokio::io::AsyncWriteExt;
-        let mut child = tokio::process::Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
+        let mut child = self
+            .command(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
             .spawn()?;
         let mut input = child.stdin.take().ok_or_else(|| anyhow!("no stdin"))?;
         input.write_all(stdin.as_bytes()).await?;

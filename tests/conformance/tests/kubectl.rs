@@ -183,24 +183,14 @@ async fn create_wait_and_get_watch() {
         .await
         .unwrap();
     assert!(job.contains("job.batch/j created"), "{job}");
-    let waiter = {
-        let kc = c.kubeconfig.clone();
-        let ns = ns.clone();
-        tokio::spawn(async move {
-            tokio::process::Command::new("kubectl")
-                .args([
-                    "-n",
-                    &ns,
-                    "wait",
-                    "--for=condition=complete",
-                    "job/j",
-                    "--timeout=30s",
-                ])
-                .env("KUBECONFIG", kc)
-                .output()
-                .await
-        })
-    };
+    let waiter = c.kubectl_background(&[
+        "-n",
+        &ns,
+        "wait",
+        "--for=condition=complete",
+        "job/j",
+        "--timeout=30s",
+    ]);
     {
         // No job controller need be running: complete the Job the way the controller would
         // (a finished Job's conditions are terminal, so a real controller agrees).
@@ -277,24 +267,14 @@ async fn rollout_status_history_undo_pause_resume() {
         "{history}"
     );
 
-    let status = {
-        let kc = c.kubeconfig.clone();
-        let ns = ns.clone();
-        tokio::spawn(async move {
-            tokio::process::Command::new("kubectl")
-                .args([
-                    "-n",
-                    &ns,
-                    "rollout",
-                    "status",
-                    "deploy/web",
-                    "--timeout=30s",
-                ])
-                .env("KUBECONFIG", kc)
-                .output()
-                .await
-        })
-    };
+    let status = c.kubectl_background(&[
+        "-n",
+        &ns,
+        "rollout",
+        "status",
+        "deploy/web",
+        "--timeout=30s",
+    ]);
     let generation = deps.get("web").await.unwrap().metadata.generation.unwrap();
     deps.patch_status(
         "web",
