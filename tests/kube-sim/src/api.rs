@@ -1490,6 +1490,23 @@ impl Sim {
         Ok(ApiResponse::json(code, body))
     }
 
+    /// Deletes an object with default options, bypassing HTTP: for test fixtures while
+    /// serving is paused.
+    pub fn delete_object(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Value> {
+        let mut t = self.store.lock();
+        let ns_s = if def.namespaced { ns.unwrap_or("") } else { "" };
+        let current = t
+            .get(&def.key(), ns_s, name)
+            .ok_or_else(|| ApiError::not_found(Subject::new(&def.group, &def.resource, name)))?;
+        let (_, body) = self.delete_locked(&mut t, def, &current, &json!({}), false)?;
+        Ok(body)
+    }
+
     /// Graceful deletion, propagation finalizers and removal, as the generic registry does.
     fn delete_locked(
         &self,

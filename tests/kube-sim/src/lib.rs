@@ -179,6 +179,25 @@ impl KubeSim {
         Ok((*created).clone())
     }
 
+    /// Delete an object directly (default options), bypassing HTTP: for test fixtures
+    /// while serving is paused.
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> anyhow::Result<()> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let def = self
+            .sim
+            .registry
+            .by_kind(group, version, kind)
+            .ok_or_else(|| anyhow::anyhow!("kube-sim does not serve {api_version} {kind}"))?;
+        self.sim.delete_object(&def, namespace, name)?;
+        Ok(())
+    }
+
     pub fn faults(&self) -> &faults::Faults {
         &self.sim.faults
     }

@@ -1,0 +1,23 @@
+//! rkcm's informer-server: the one process that lists and watches the API server, once
+//! per resource whatever the number of workers, caches the objects, and serves the cache
+//! over gRPC (`rkcm.informer.v1`): List and Get from the cache, Watch as a resumable stream
+//! of typed deltas with a coalescing queue per subscriber.
+//!
+//! Object flow: [`reflector`] (LIST+WATCH) -> [`cache`] (objects, indexes, history) ->
+//! [`subscriber_queue`] (one per Watch) -> [`service`] (the gRPC stream). [`client`] is the
+//! other end, used by controller workers.
+
+pub mod cache;
+pub mod client;
+pub mod informers;
+pub mod metrics;
+pub mod object;
+pub mod rate_limit;
+pub mod reflector;
+pub mod selector;
+pub mod server;
+pub mod service;
+pub mod subscriber_queue;
+pub mod unix_authority;
+
+pub use server::{run, Args};

@@ -1,0 +1,186 @@
+//! rkcm's wire contract: the `rkcm.informer.v1` gRPC service that the informer-server
+//! serves and controller workers (and grpcurl) consume.
+//!
+//! `v1` holds the messages and the client; `server` holds the server trait, whose `Watch`
+//! yields [`SharedWatchEvent`]: the same bytes on the wire as `v1::WatchEvent`, but built
+//! from an envelope encoded once per event and shared by every subscriber, so a fan-out to
+//! fifty subscribers serialises each object once, not fifty times.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::encoding::{self, DecodeContext, WireType};
+
+/// Messages and the client of `rkcm.informer.v1`.
+pub mod v1 {
+    include!(concat!(env!("OUT_DIR"), "/types/rkcm.informer.v1.rs"));
+}
+
+/// The server trait of `rkcm.informer.v1.Informer`.
+pub mod server {
+    include!(concat!(env!("OUT_DIR"), "/server/rkcm.informer.v1.rs"));
+}
+
+/// The encoded `FileDescriptorSet` of informer.proto, for server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/informer_descriptor.bin"));
+
+/// A `WatchEvent` as the server sends it: the event type, plus the rest of the message
+/// (resource, namespace, name, uid, resource_version, object) already encoded.
+///
+/// Encoding only: clients decode the same bytes as [`v1::WatchEvent`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SharedWatchEvent {
+    pub event_type: v1::EventType,
+    /// Fields 2..=7 of `WatchEvent`, encoded (see [`SharedWatchEvent::encode_body`]).
+    pub body: Bytes,
+}
+
+impl SharedWatchEvent {
+    pub fn new(event_type: v1::EventType, body: Bytes) -> Self {
+        SharedWatchEvent { event_type, body }
+    }
+
+    /// Encodes every field of a `WatchEvent` but its type; `object` is the JSON text.
+    pub fn encode_body(
+        resource: &v1::GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        resource_version: &str,
+        object: &[u8],
+    ) -> Bytes {
+        let mut buf = BytesMut::with_capacity(object.len() + 128);
+        encoding::message::encode(2, resource, &mut buf);
+        for (tag, value) in [(3, namespace), (4, name), (5, uid), (6, resource_version)] {
+            if !value.is_empty() {
+                encode_str(tag, value.as_bytes(), &mut buf);
+            }
+        }
+        if !object.is_empty() {
+            encode_str(7, object, &mut buf);
+        }
+        buf.freeze()
+    }
+}
+
+/// A `string` field: the same wire form as `bytes` (length-delimited); the caller
+/// guarantees UTF-8.
+fn encode_str(tag: u32, value: &[u8], buf: &mut impl BufMut) {
+    encoding::encode_key(tag, WireType::LengthDelimited, buf);
+    encoding::encode_varint(value.len() as u64, buf);
+    buf.put_slice(value);
+}
+
+impl prost::Message for SharedWatchEvent {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        let event_type = self.event_type as i32;
+        if event_type != 0 {
+            encoding::int32::encode(1, &event_type, buf);
+        }
+        buf.put_slice(&self.body);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        if tag == 1 {
+            let mut value = 0i32;
+            encoding::int32::merge(wire_type, &mut value, buf, ctx)?;
+            self.event_type = v1::EventType::try_from(value).unwrap_or_default();
+            Ok(())
+        } else {
+            // Never decoded by rkcm (clients read `v1::WatchEvent`); keep the field anyway
+            // by re-encoding what was read.
+            let mut field = Vec::new();
+            match wire_type {
+                WireType::LengthDelimited => {
+                    let mut value = Vec::<u8>::new();
+                    encoding::bytes::merge(wire_type, &mut value, buf, ctx)?;
+                    encode_str(tag, &value, &mut field);
+                }
+                _ => encoding::skip_field(wire_type, tag, buf, ctx)?,
+            }
+            let mut body = BytesMut::from(&self.body[..]);
+            body.extend_from_slice(&field);
+            self.body = body.freeze();
+            Ok(())
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        let event_type = self.event_type as i32;
+        let type_len = if event_type != 0 {
+            encoding::int32::encoded_len(1, &event_type)
+        } else {
+            0
+        };
+        type_len + self.body.len()
+    }
+
+    fn clear(&mut self) {
+        *self = SharedWatchEvent::default();
+    }
+}
+
+impl v1::GroupVersionResource {
+    /// `apps/v1/deployments`, or `v1/pods` for the core group.
+    pub fn path(&self) -> String {
+        if self.group.is_empty() {
+            format!("{}/{}", self.version, self.resource)
+        } else {
+            format!("{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn a_shared_event_decodes_as_the_generated_message() {
+        let gvr = v1::GroupVersionResource {
+            group: "apps".into(),
+            version: "v1".into(),
+            resource: "deployments".into(),
+        };
+        let object = br#"{"kind":"Deployment","metadata":{"name":"web"}}"#;
+        let body = SharedWatchEvent::encode_body(&gvr, "default", "web", "u-1", "42", object);
+        for event_type in [v1::EventType::Added, v1::EventType::Deleted] {
+            let shared = SharedWatchEvent::new(event_type, body.clone());
+            let bytes = shared.encode_to_vec();
+            assert_eq!(bytes.len(), shared.encoded_len());
+            let decoded = v1::WatchEvent::decode(&bytes[..]).expect("decodes");
+            assert_eq!(decoded.r#type(), event_type);
+            assert_eq!(decoded.resource.as_ref(), Some(&gvr));
+            assert_eq!(decoded.namespace, "default");
+            assert_eq!(decoded.name, "web");
+            assert_eq!(decoded.uid, "u-1");
+            assert_eq!(decoded.resource_version, "42");
+            assert_eq!(decoded.object.as_bytes(), object);
+        }
+    }
+
+    #[test]
+    fn empty_fields_are_left_out_as_proto3_does() {
+        let gvr = v1::GroupVersionResource {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+        };
+        let body = SharedWatchEvent::encode_body(&gvr, "", "", "", "7", b"");
+        let shared = SharedWatchEvent::new(v1::EventType::Bookmark, body);
+        let generated = v1::WatchEvent {
+            r#type: v1::EventType::Bookmark as i32,
+            resource: Some(gvr.clone()),
+            resource_version: "7".into(),
+            ..Default::default()
+        };
+        assert_eq!(shared.encode_to_vec(), generated.encode_to_vec());
+        assert_eq!(gvr.path(), "v1/pods");
+    }
+}
