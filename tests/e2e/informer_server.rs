@@ -262,6 +262,21 @@ async fn after_a_history_compaction_the_subscriber_gets_reset_and_drops_what_van
     // history it would resume from is forgotten.
     sim.faults().pause();
     sim.faults().drop_watches();
+    let agent = concat!("rkcm-informer-server/", env!("CARGO_PKG_VERSION"));
+    wait_for(
+        "the informer-server's configmap watch to close",
+        Duration::from_secs(30),
+        || {
+            let open = sim.metrics_text().lines().any(|l| {
+                l.starts_with("kube_sim_watches{resource=\"configmaps\"")
+                    && l.contains(agent)
+                    && !l.ends_with(" 0")
+            });
+            async move { Ok((!open).then_some(())) }
+        },
+    )
+    .await
+    .unwrap();
     sim.delete("v1", "ConfigMap", Some(&ns), "vanishes")
         .unwrap();
     sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "arrives", "namespace": ns}}))
@@ -738,4 +753,85 @@ async fn grpcurl_lists_describes_and_watches_without_the_proto_file() {
         "{watched}"
     );
     cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_serves_only_clients_with_a_certificate_from_the_client_ca() {
+    use rkcm_informer_server::client::{connect, ClientTls};
+    let cluster = TestCluster::start().await.unwrap();
+    let port = free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let pki = kube_sim::certs::ClusterPki::generate(addr).unwrap();
+    let other = kube_sim::certs::ClusterPki::generate(addr).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    };
+    let cert = write("tls.crt", &pki.serving_cert_pem);
+    let key = write("tls.key", &pki.serving_key_pem);
+    let ca = write("ca.crt", &pki.ca_pem);
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let mut child = tokio::process::Command::new(RKCM)
+        .arg("informer-server")
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--listen")
+        .arg(format!("tcp://{addr}"))
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .arg("--client-ca")
+        .arg(&ca)
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let tls = |pki: &kube_sim::certs::ClusterPki| ClientTls {
+        cert: pki.admin_cert_pem.clone().into_bytes(),
+        key: pki.admin_key_pem.clone().into_bytes(),
+        ca: pki.ca_pem.clone().into_bytes(),
+        domain: Some("localhost".into()),
+    };
+    let trusted = connect(&format!("tcp://{addr}"), Some(tls(&pki))).unwrap();
+    let resources = wait_for(
+        "the mutual-TLS server to answer",
+        Duration::from_secs(30),
+        || {
+            let mut client = trusted.clone();
+            async move {
+                Ok(client
+                    .list_resources(rkcm_proto::v1::ListResourcesRequest {})
+                    .await
+                    .ok())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; log: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        )
+    });
+    assert!(resources
+        .into_inner()
+        .resources
+        .iter()
+        .any(|r| r.resource == "pods" && r.kind == "Pod"));
+
+    // A client certificate from another CA is refused.
+    let mut stranger_tls = tls(&other);
+    stranger_tls.ca = pki.ca_pem.clone().into_bytes();
+    let mut stranger = connect(&format!("tcp://{addr}"), Some(stranger_tls)).unwrap();
+    assert!(stranger
+        .list_resources(rkcm_proto::v1::ListResourcesRequest {})
+        .await
+        .is_err());
+    // No client certificate at all: a plain TLS client cannot even complete a call.
+    assert!(connect(&format!("tcp://{addr}"), None).is_err());
+    let _ = child.kill().await;
 }

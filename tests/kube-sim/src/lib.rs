@@ -198,6 +198,11 @@ impl KubeSim {
         Ok(())
     }
 
+    /// The `/metrics` text, read in-process (so also while serving is paused).
+    pub fn metrics_text(&self) -> String {
+        self.sim.metrics.render()
+    }
+
     pub fn faults(&self) -> &faults::Faults {
         &self.sim.faults
     }
