@@ -77,6 +77,19 @@ async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
     // compact, so that the re-watch gets 410 Gone.
     sim.faults().pause();
     sim.faults().drop_watches();
+    // The drop is asynchronous: until the watch is really closed it would still deliver.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while sim
+        .metrics_text()
+        .lines()
+        .any(|l| l.starts_with("kube_sim_watches{resource=\"configmaps\"") && !l.ends_with(" 0"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the configmap watch did not close"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during", "namespace": ns}})).unwrap();
     sim.compact();
     sim.faults().resume();
