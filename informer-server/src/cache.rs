@@ -89,9 +89,11 @@ pub struct Page {
     pub continue_after: Option<ObjectKey>,
 }
 
-/// A subscriber's share of the cache, for Stats.
-pub struct SubscriberView {
-    pub queue: Arc<SubscriberQueue>,
+/// What a resource's subscribers have been sent, the departed ones included.
+pub struct DeliveryTotals {
+    pub delivered: u64,
+    pub coalesced: u64,
+    pub bytes_sent: u64,
 }
 
 impl ResourceCache {
@@ -177,22 +179,18 @@ impl ResourceCache {
         let mut inner = self.lock();
         let rv = object.resource_version.clone();
         let old = if deleted {
-            let old = inner.objects.remove(&object.key);
-            if let Some(old) = &old {
-                index_remove(&mut inner, old);
-                inner.cached_bytes = inner.cached_bytes.saturating_sub(old.heap_bytes());
-            }
-            old
+            inner.objects.remove(&object.key)
         } else {
-            let old = inner.objects.insert(object.key.clone(), object.clone());
-            if let Some(old) = &old {
-                index_remove(&mut inner, old);
-                inner.cached_bytes = inner.cached_bytes.saturating_sub(old.heap_bytes());
-            }
+            inner.objects.insert(object.key.clone(), object.clone())
+        };
+        if let Some(old) = &old {
+            index_remove(&mut inner, old);
+            inner.cached_bytes = inner.cached_bytes.saturating_sub(old.heap_bytes());
+        }
+        if !deleted {
             index_insert(&mut inner, &object);
             inner.cached_bytes += object.heap_bytes();
-            old
-        };
+        }
         inner.resource_version = rv.clone();
         if deleted && old.is_none() {
             // Never cached: nobody holds it.
@@ -302,14 +300,31 @@ impl ResourceCache {
         self.lock().subscribers.len()
     }
 
-    pub fn subscribers(&self) -> Vec<SubscriberView> {
+    pub fn subscribers(&self) -> Vec<Arc<SubscriberQueue>> {
         self.lock()
             .subscribers
             .iter()
-            .map(|s| SubscriberView {
-                queue: s.queue.clone(),
-            })
+            .map(|s| s.queue.clone())
             .collect()
+    }
+
+    /// Totals over the live subscribers plus those that have left.
+    pub fn delivery_totals(&self) -> DeliveryTotals {
+        let inner = self.lock();
+        let live =
+            |f: fn(&crate::subscriber_queue::QueueCounters) -> &std::sync::atomic::AtomicU64| {
+                inner
+                    .subscribers
+                    .iter()
+                    .map(|s| f(&s.queue.counters).load(Ordering::Relaxed))
+                    .sum::<u64>()
+            };
+        let c = &self.counters;
+        DeliveryTotals {
+            delivered: c.delivered_by_gone.load(Ordering::Relaxed) + live(|q| &q.delivered),
+            coalesced: c.coalesced_by_gone.load(Ordering::Relaxed) + live(|q| &q.coalesced),
+            bytes_sent: c.bytes_sent_by_gone.load(Ordering::Relaxed) + live(|q| &q.bytes_sent),
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -52,12 +52,17 @@ pub struct ClientTls {
     pub domain: Option<String>,
 }
 
-/// A channel to the informer-server at `address` (`unix:///path` or `tcp://host:port`).
+/// A client of the informer-server at `address` (`unix:///path` or `tcp://host:port`).
 /// The connection is made on first use and remade after failures.
 pub fn connect(
     address: &str,
     tls: Option<ClientTls>,
 ) -> Result<InformerClient<Channel>, ClientError> {
+    Ok(InformerClient::new(channel(address, tls)?).max_decoding_message_size(usize::MAX))
+}
+
+/// The channel under [`connect`], for the server's other services (health, reflection).
+pub fn channel(address: &str, tls: Option<ClientTls>) -> Result<Channel, ClientError> {
     let channel = if let Some(path) = address.strip_prefix("unix://") {
         let path = PathBuf::from(path);
         // The URI is required by the API but unused: the connector dials the socket.
@@ -92,7 +97,7 @@ pub fn connect(
     } else {
         return Err(ClientError::Address(address.to_string()));
     };
-    Ok(InformerClient::new(channel).max_decoding_message_size(usize::MAX))
+    Ok(channel)
 }
 
 struct RemoteWatch<K> {

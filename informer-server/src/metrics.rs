@@ -61,31 +61,23 @@ impl Collector for InformerCollector {
                 let cache = &running.cache;
                 let subscribers = cache.subscribers();
                 let c = &cache.counters;
-                let live = |f: &dyn Fn(&crate::subscriber_queue::QueueCounters) -> u64| {
-                    subscribers
-                        .iter()
-                        .map(|s| f(&s.queue.counters))
-                        .sum::<u64>()
-                };
+                let totals = cache.delivery_totals();
                 Row {
                     resource: cache.info.gvr.path(),
                     watches: subscribers.len() as i64,
                     objects: cache.len() as i64,
                     received: c.events_received.load(Ordering::Relaxed),
-                    delivered: c.delivered_by_gone.load(Ordering::Relaxed)
-                        + live(&|q| q.delivered.load(Ordering::Relaxed)),
-                    coalesced: c.coalesced_by_gone.load(Ordering::Relaxed)
-                        + live(&|q| q.coalesced.load(Ordering::Relaxed)),
+                    delivered: totals.delivered,
+                    coalesced: totals.coalesced,
                     relists: c.relists.load(Ordering::Relaxed),
-                    bytes_sent: c.bytes_sent_by_gone.load(Ordering::Relaxed)
-                        + live(&|q| q.bytes_sent.load(Ordering::Relaxed)),
+                    bytes_sent: totals.bytes_sent,
                     cached_bytes: cache.cached_bytes() as i64,
                     queues: subscribers
                         .iter()
                         .map(|s| {
                             (
-                                s.queue.subscriber.clone(),
-                                s.queue.counters.depth.load(Ordering::Relaxed) as i64,
+                                s.subscriber.clone(),
+                                s.counters.depth.load(Ordering::Relaxed) as i64,
                             )
                         })
                         .collect(),

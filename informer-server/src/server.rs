@@ -268,15 +268,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .max_encoding_message_size(usize::MAX);
 
     let mut builder = Server::builder().http2_keepalive_interval(Some(Duration::from_secs(30)));
+    if let Listen::Tcp(_) = &listen {
+        let read = |p: &Option<PathBuf>, what: &str| -> anyhow::Result<Vec<u8>> {
+            let p = p.as_ref().with_context(|| format!("{what} is required"))?;
+            std::fs::read(p).with_context(|| format!("reading {what} {}", p.display()))
+        };
+        let tls = ServerTlsConfig::new()
+            .identity(Identity::from_pem(
+                read(&args.tls_cert, "--tls-cert")?,
+                read(&args.tls_key, "--tls-key")?,
+            ))
+            .client_ca_root(Certificate::from_pem(read(&args.client_ca, "--client-ca")?));
+        builder = builder.tls_config(tls).context("configuring TLS")?;
+    }
+    let router = builder
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service);
     match listen {
         Listen::Unix(path) => {
             let listener = bind_unix(&path)?;
             info!(socket = %path.display(), metrics = %metrics_local, "informer-server ready");
-            let router = builder
-                .add_service(health_service)
-                .add_service(reflection_v1)
-                .add_service(reflection_v1alpha)
-                .add_service(service);
             let result = router
                 .serve_with_incoming_shutdown(
                     UnixListenerStream::new(listener)
@@ -288,26 +301,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             result?;
         }
         Listen::Tcp(addr) => {
-            let read = |p: &Option<PathBuf>, what: &str| -> anyhow::Result<Vec<u8>> {
-                let p = p.as_ref().with_context(|| format!("{what} is required"))?;
-                std::fs::read(p).with_context(|| format!("reading {what} {}", p.display()))
-            };
-            let tls = ServerTlsConfig::new()
-                .identity(Identity::from_pem(
-                    read(&args.tls_cert, "--tls-cert")?,
-                    read(&args.tls_key, "--tls-key")?,
-                ))
-                .client_ca_root(Certificate::from_pem(read(&args.client_ca, "--client-ca")?));
             let listener = TcpListener::bind(&addr)
                 .await
                 .with_context(|| format!("binding tcp://{addr}"))?;
             info!(address = %listener.local_addr()?, metrics = %metrics_local, "informer-server ready (mutual TLS)");
-            builder = builder.tls_config(tls).context("configuring TLS")?;
-            let router = builder
-                .add_service(health_service)
-                .add_service(reflection_v1)
-                .add_service(reflection_v1alpha)
-                .add_service(service);
             router
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown_signal())
                 .await?;

@@ -240,30 +240,26 @@ impl Informer for InformerService {
         for running in self.informers.running() {
             let cache = &running.cache;
             let subscribers = cache.subscribers();
-            let live = |f: fn(&SubscriberQueue) -> u64| {
-                subscribers.iter().map(|s| f(&s.queue)).sum::<u64>()
-            };
+            let totals = cache.delivery_totals();
             let c = &cache.counters;
             response.resources.push(ResourceStats {
                 resource: Some((*cache.gvr).clone()),
                 objects: cache.len() as u64,
                 subscribers: subscribers.len() as u32,
                 events_received: c.events_received.load(Ordering::Relaxed),
-                events_delivered: c.delivered_by_gone.load(Ordering::Relaxed)
-                    + live(|q| q.counters.delivered.load(Ordering::Relaxed)),
-                events_coalesced: c.coalesced_by_gone.load(Ordering::Relaxed)
-                    + live(|q| q.counters.coalesced.load(Ordering::Relaxed)),
+                events_delivered: totals.delivered,
+                events_coalesced: totals.coalesced,
                 relists: c.relists.load(Ordering::Relaxed),
                 resource_version: cache.resource_version(),
                 synced: cache.is_synced(),
             });
-            for s in subscribers {
+            for queue in subscribers {
                 response.subscribers.push(SubscriberStats {
-                    subscriber: s.queue.subscriber.clone(),
+                    subscriber: queue.subscriber.clone(),
                     resource: Some((*cache.gvr).clone()),
-                    queue_depth: s.queue.depth() as u64,
-                    events_delivered: s.queue.counters.delivered.load(Ordering::Relaxed),
-                    events_coalesced: s.queue.counters.coalesced.load(Ordering::Relaxed),
+                    queue_depth: queue.depth() as u64,
+                    events_delivered: queue.counters.delivered.load(Ordering::Relaxed),
+                    events_coalesced: queue.counters.coalesced.load(Ordering::Relaxed),
                 });
             }
         }

@@ -240,6 +240,31 @@ async fn fan_out(
     (start.elapsed(), events, latencies, write_time)
 }
 
+async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// A fresh namespace holding cm-0..cm-OBJECTS at round 0.
+async fn namespace_with_configmaps(
+    client: &kube::Client,
+    ns: &str,
+) -> anyhow::Result<Api<ConfigMap>> {
+    create_namespace(client, ns).await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    for i in 0..OBJECTS {
+        let cm = json!({"metadata": {"name": format!("cm-{i}")}, "data": {"round": "0"}});
+        api.create(&PostParams::default(), &serde_json::from_value(cm)?)
+            .await?;
+    }
+    Ok(api)
+}
+
 fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -279,7 +304,6 @@ async fn run() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let nss: Api<Namespace> = Api::all(client.clone());
     let mut round = 0;
     println!("informer-server benchmark (release; kube-sim in the bench process, informer-server its own process)");
     println!(
@@ -294,21 +318,7 @@ async fn run() -> anyhow::Result<()> {
         let mut results = Vec::new();
         for via in [Some(socket.as_path()), None] {
             let ns = format!("fan-{n}-{}", if via.is_some() { "rkcm" } else { "direct" });
-            nss.create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-            )
-            .await?;
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-            for i in 0..OBJECTS {
-                api.create(
-                    &PostParams::default(),
-                    &serde_json::from_value(
-                        json!({"metadata": {"name": format!("cm-{i}")}, "data": {"round": "0"}}),
-                    )?,
-                )
-                .await?;
-            }
+            let api = namespace_with_configmaps(&client, &ns).await?;
             let first = round + 1;
             round += ROUNDS;
             let (elapsed, events, _, _) = fan_out(n, via, &api, &ns, first..=round, None).await;
@@ -333,21 +343,7 @@ async fn run() -> anyhow::Result<()> {
     println!("delivery latency (write sent -> event received), one subscriber, writes paced at 10,000/s:");
     for via in [Some(socket.as_path()), None] {
         let ns = format!("latency-{}", if via.is_some() { "rkcm" } else { "direct" });
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-        for i in 0..OBJECTS {
-            api.create(
-                &PostParams::default(),
-                &serde_json::from_value(
-                    json!({"metadata": {"name": format!("cm-{i}")}, "data": {"round": "0"}}),
-                )?,
-            )
-            .await?;
-        }
+        let api = namespace_with_configmaps(&client, &ns).await?;
         let first = round + 1;
         round += 100;
         let (_, events, mut latencies, write_time) = fan_out(
@@ -375,11 +371,7 @@ async fn run() -> anyhow::Result<()> {
 
     const SECRETS: usize = 10_000;
     let ns = "memory";
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-    )
-    .await?;
+    create_namespace(&client, ns).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let value = "x".repeat(600);
     let created = Arc::new(AtomicU64::new(0));

@@ -262,17 +262,11 @@ async fn after_a_history_compaction_the_subscriber_gets_reset_and_drops_what_van
     // history it would resume from is forgotten.
     sim.faults().pause();
     sim.faults().drop_watches();
-    let agent = concat!("rkcm-informer-server/", env!("CARGO_PKG_VERSION"));
     wait_for(
         "the informer-server's configmap watch to close",
         Duration::from_secs(30),
-        || {
-            let open = sim.metrics_text().lines().any(|l| {
-                l.starts_with("kube_sim_watches{resource=\"configmaps\"")
-                    && l.contains(agent)
-                    && !l.ends_with(" 0")
-            });
-            async move { Ok((!open).then_some(())) }
+        || async {
+            Ok((sim.open_watches("configmaps", "rkcm-informer-server/") == 0).then_some(()))
         },
     )
     .await
@@ -609,18 +603,7 @@ async fn health_follows_the_api_server() {
     let server = InformerServer::start(&cluster, &["--warm", "configmaps"])
         .await
         .unwrap();
-    let socket = server.socket.clone();
-    let channel = tonic::transport::Endpoint::from_static("http://informer.local")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap();
+    let channel = rkcm_informer_server::client::channel(&server.address(), None).unwrap();
     let health = tonic_health::pb::health_client::HealthClient::new(channel);
     let status_of = |service: &'static str| {
         let mut health = health.clone();

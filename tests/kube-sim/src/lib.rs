@@ -159,14 +159,10 @@ impl KubeSim {
     /// Create an object directly in the store's create path (admission, defaults,
     /// validation), bypassing HTTP: for test fixtures while serving is paused.
     pub fn create(&self, obj: serde_json::Value) -> anyhow::Result<serde_json::Value> {
-        let api_version = obj["apiVersion"].as_str().unwrap_or("");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = obj["kind"].as_str().unwrap_or("");
-        let def = self
-            .sim
-            .registry
-            .by_kind(group, version, kind)
-            .ok_or_else(|| anyhow::anyhow!("kube-sim does not serve {api_version} {kind}"))?;
+        let def = self.def_of(
+            obj["apiVersion"].as_str().unwrap_or(""),
+            obj["kind"].as_str().unwrap_or(""),
+        )?;
         let ns = obj["metadata"]["namespace"].as_str().map(String::from);
         let admin = request::User {
             name: "kube-sim".into(),
@@ -188,19 +184,38 @@ impl KubeSim {
         namespace: Option<&str>,
         name: &str,
     ) -> anyhow::Result<()> {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let def = self
-            .sim
-            .registry
-            .by_kind(group, version, kind)
-            .ok_or_else(|| anyhow::anyhow!("kube-sim does not serve {api_version} {kind}"))?;
+        let def = self.def_of(api_version, kind)?;
         self.sim.delete_object(&def, namespace, name)?;
         Ok(())
+    }
+
+    /// The served resource of an apiVersion and kind.
+    fn def_of(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> anyhow::Result<std::sync::Arc<resources::ResourceDef>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.sim
+            .registry
+            .by_kind(group, version, kind)
+            .ok_or_else(|| anyhow::anyhow!("kube-sim does not serve {api_version} {kind}"))
     }
 
     /// The `/metrics` text, read in-process (so also while serving is paused).
     pub fn metrics_text(&self) -> String {
         self.sim.metrics.render()
+    }
+
+    /// Open watches on `resource` (plural name) from clients whose user agent starts with
+    /// `user_agent` (all clients for ""), from `kube_sim_watches`, read in-process.
+    pub fn open_watches(&self, resource: &str, user_agent: &str) -> u64 {
+        let prefix = format!("kube_sim_watches{{resource=\"{resource}\",user_agent=\"{user_agent}");
+        self.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
     }
 
     pub fn faults(&self) -> &faults::Faults {
