@@ -24,7 +24,7 @@ impl TokenBucket {
     }
 
     /// Takes a token now if one is free; else how long until one is.
-    fn try_take(&self) -> Option<Duration> {
+    pub fn try_take(&self) -> Option<Duration> {
         if self.qps <= 0.0 {
             return None;
         }

@@ -1,0 +1,128 @@
+//! What a controller is to the worker: built from the shared [`ControllerContext`] (it
+//! takes the informers it needs and registers handlers that put keys on its queue), then
+//! run as N workers that take keys and call its sync function, as KCM's controllers do:
+//! success forgets the key's backoff, failure requeues it rate-limited (up to a maximum
+//! for controllers that have one, like deployment's 15).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tracing::{debug, info, warn};
+
+use crate::client::ClientFactory;
+use crate::factory::Informers;
+use crate::metrics::Metrics;
+use crate::queue::WorkQueue;
+use crate::recorder::Recorder;
+
+/// The controllers' tunables, KCM's flags with KCM's defaults.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    pub concurrent_deployment_syncs: usize,
+    pub concurrent_replicaset_syncs: usize,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            concurrent_deployment_syncs: 5,
+            concurrent_replicaset_syncs: 5,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ControllerContext {
+    pub informers: Arc<Informers>,
+    pub clients: ClientFactory,
+    pub metrics: Metrics,
+    pub options: ControllerOptions,
+}
+
+impl ControllerContext {
+    /// The controller's own client and event recorder.
+    pub fn client_and_recorder(&self, name: &str) -> anyhow::Result<(kube::Client, Recorder)> {
+        let client = self.clients.client(name)?;
+        let recorder = Recorder::new(client.clone(), name);
+        Ok((client, recorder))
+    }
+
+    /// A queue named as upstream names the controller's queue (the `name` label of the
+    /// workqueue metrics).
+    pub fn queue(&self, name: &str) -> Arc<WorkQueue<String>> {
+        WorkQueue::new(name, Some(self.metrics.workqueue.for_queue(name)))
+    }
+}
+
+pub type SyncFn = Arc<dyn Fn(String) -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync>;
+
+/// A controller ready to run.
+pub struct Runnable {
+    pub name: &'static str,
+    pub queue: Arc<WorkQueue<String>>,
+    pub workers: usize,
+    pub sync: SyncFn,
+    /// Give up on a key after this many failures in a row (it is retried at the next
+    /// event or resync); `None` retries for ever.
+    pub max_retries: Option<u32>,
+}
+
+impl Runnable {
+    /// Runs the workers until the queue is shut down and drained.
+    pub async fn run(self, metrics: Metrics) {
+        metrics.controller_running(self.name, true);
+        info!(
+            controller = self.name,
+            workers = self.workers,
+            "starting controller"
+        );
+        let workers: Vec<_> = (0..self.workers.max(1))
+            .map(|_| {
+                let queue = self.queue.clone();
+                let sync = self.sync.clone();
+                let name = self.name;
+                let max_retries = self.max_retries;
+                tokio::spawn(async move {
+                    while let Some(key) = queue.get().await {
+                        let started = std::time::Instant::now();
+                        let result = sync(key.clone()).await;
+                        debug!(controller = name, key = %key, elapsed = ?started.elapsed(), "synced");
+                        match result {
+                            Ok(()) => queue.forget(&key),
+                            Err(error) => {
+                                let retries = queue.num_requeues(&key);
+                                if max_retries.is_some_and(|max| retries >= max) {
+                                    warn!(controller = name, key = %key, error = %format!("{error:#}"), "dropping key out of the queue after {retries} retries");
+                                    queue.forget(&key);
+                                } else {
+                                    warn!(controller = name, key = %key, error = %format!("{error:#}"), "error syncing; requeuing");
+                                    queue.add_rate_limited(key.clone());
+                                }
+                            }
+                        }
+                        queue.done(&key);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            let _ = worker.await;
+        }
+        metrics.controller_running(self.name, false);
+        info!(controller = self.name, "controller stopped");
+    }
+}
+
+/// Waits at most `timeout` for the queue's in-flight items, after stopping new work.
+pub async fn shut_down(queue: &WorkQueue<String>, timeout: Duration) {
+    if tokio::time::timeout(timeout, queue.shut_down_with_drain())
+        .await
+        .is_err()
+    {
+        warn!(
+            queue = queue.name(),
+            "shutdown: in-flight work did not finish in time"
+        );
+    }
+}

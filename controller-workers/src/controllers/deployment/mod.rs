@@ -1,0 +1,238 @@
+//! deployment-controller: rolls a Deployment's pod template out through ReplicaSets
+//! (upstream `pkg/controller/deployment/`).
+//!
+//! `mod.rs` holds the event handlers and the dispatch of a sync; [`sync`] the shared
+//! steps (finding or creating the new ReplicaSet, proportional scaling, cleanup, status);
+//! [`rolling`] and [`recreate`] the two strategies; [`progress`] the Progressing
+//! condition and the deadline; [`rollback`] the deprecated rollbackTo annotation; and
+//! [`util`] the pure helpers (annotations, revisions, surge arithmetic, hashing).
+
+mod progress;
+mod recreate;
+mod rollback;
+mod rolling;
+mod sync;
+pub mod util;
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use crate::controller::{ControllerContext, Runnable};
+use crate::informer::Change;
+use crate::queue::WorkQueue;
+use crate::recorder::Recorder;
+use crate::selector::Selector;
+use crate::store::{key_of, Store};
+
+pub const NAME: &str = "deployment-controller";
+/// A key that keeps failing is dropped after this many retries (upstream maxRetries).
+pub const MAX_RETRIES: u32 = 15;
+
+pub(crate) struct Controller {
+    client: kube::Client,
+    recorder: Recorder,
+    deployments: Store<Deployment>,
+    replica_sets: Store<ReplicaSet>,
+    pods: Store<Pod>,
+    queue: Arc<WorkQueue<String>>,
+}
+
+pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+    let (client, recorder) = context.client_and_recorder(NAME)?;
+    let queue = context.queue("deployment");
+    let deployments = context.informers.get::<Deployment>();
+    let replica_sets = context.informers.get::<ReplicaSet>();
+    let pods = context.informers.get::<Pod>();
+    let controller = Arc::new(Controller {
+        client,
+        recorder,
+        deployments: deployments.store().clone(),
+        replica_sets: replica_sets.store().clone(),
+        pods: pods.store().clone(),
+        queue: queue.clone(),
+    });
+    {
+        let queue = queue.clone();
+        deployments.add_handler(Arc::new(move |change: &Change<Deployment>| {
+            let deployment = match change {
+                Change::Added(d) => d,
+                Change::Updated { new, .. } => new,
+                Change::Deleted(deleted) => deleted.object(),
+            };
+            queue.add(key_of(&deployment.metadata));
+        }));
+    }
+    {
+        let controller = controller.clone();
+        replica_sets.add_handler(Arc::new(move |change: &Change<ReplicaSet>| {
+            controller.on_replica_set(change)
+        }));
+    }
+    {
+        let controller = controller.clone();
+        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
+            if let Change::Deleted(deleted) = change {
+                controller.on_pod_deleted(deleted.object());
+            }
+        }));
+    }
+    Ok(Runnable {
+        name: NAME,
+        queue,
+        workers: context.options.concurrent_deployment_syncs,
+        sync: Arc::new(move |key| {
+            let controller = controller.clone();
+            async move { controller.sync_deployment(&key).await }.boxed()
+        }),
+        max_retries: Some(MAX_RETRIES),
+    })
+}
+
+fn controller_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|reference| reference.controller == Some(true))
+}
+
+impl Controller {
+    fn enqueue(&self, deployment: &Deployment) {
+        self.queue.add(key_of(&deployment.metadata));
+    }
+
+    fn resolve(&self, namespace: &str, reference: &OwnerReference) -> Option<Arc<Deployment>> {
+        if reference.kind != "Deployment" {
+            return None;
+        }
+        let deployment = self.deployments.get_in(namespace, &reference.name)?;
+        (deployment.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(deployment)
+    }
+
+    /// Deployments whose selector matches an orphan ReplicaSet.
+    fn deployments_for_orphan(&self, rs: &ReplicaSet) -> Vec<Arc<Deployment>> {
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        self.deployments
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|d| {
+                Selector::from_label_selector(d.spec.as_ref().map(|spec| &spec.selector))
+                    .map(|selector| {
+                        !selector.is_empty() && selector.matches(rs.metadata.labels.as_ref())
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    fn on_replica_set(&self, change: &Change<ReplicaSet>) {
+        match change {
+            Change::Added(rs) => {
+                let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+                if rs.metadata.deletion_timestamp.is_some() {
+                    if let Some(d) =
+                        controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r))
+                    {
+                        self.enqueue(&d);
+                    }
+                    return;
+                }
+                if let Some(reference) = controller_of(&rs.metadata) {
+                    if let Some(d) = self.resolve(namespace, reference) {
+                        self.enqueue(&d);
+                    }
+                    return;
+                }
+                for d in self.deployments_for_orphan(rs) {
+                    self.enqueue(&d);
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let old_ref = controller_of(&old.metadata);
+                let new_ref = controller_of(&new.metadata);
+                let ref_changed = old_ref != new_ref;
+                if ref_changed {
+                    if let Some(d) = old_ref.and_then(|r| self.resolve(namespace, r)) {
+                        self.enqueue(&d);
+                    }
+                }
+                if let Some(reference) = new_ref {
+                    if let Some(d) = self.resolve(namespace, reference) {
+                        self.enqueue(&d);
+                    }
+                    return;
+                }
+                if ref_changed || old.metadata.labels != new.metadata.labels {
+                    for d in self.deployments_for_orphan(new) {
+                        self.enqueue(&d);
+                    }
+                }
+            }
+            Change::Deleted(deleted) => {
+                let rs = deleted.object();
+                let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+                if let Some(d) =
+                    controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r))
+                {
+                    self.enqueue(&d);
+                }
+            }
+        }
+    }
+
+    /// A Recreate rollout waits for the old pods to be gone: the last one's deletion
+    /// wakes the Deployment up.
+    fn on_pod_deleted(&self, pod: &Pod) {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let Some(rs_ref) = controller_of(&pod.metadata) else {
+            return;
+        };
+        if rs_ref.kind != "ReplicaSet" {
+            return;
+        }
+        let Some(rs) = self.replica_sets.get_in(namespace, &rs_ref.name) else {
+            return;
+        };
+        if rs.metadata.uid.as_deref() != Some(rs_ref.uid.as_str()) {
+            return;
+        }
+        let Some(d) = controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r)) else {
+            return;
+        };
+        let recreate = d
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.strategy.as_ref())
+            .and_then(|strategy| strategy.type_.as_deref())
+            == Some(util::RECREATE_DEPLOYMENT_STRATEGY_TYPE);
+        if !recreate {
+            return;
+        }
+        let d_uid = d.metadata.uid.clone().unwrap_or_default();
+        let remaining: usize = self
+            .replica_sets
+            .by_index(crate::store::CONTROLLER_UID_INDEX, &d_uid)
+            .iter()
+            .map(|rs| {
+                self.pods
+                    .by_index(
+                        crate::store::CONTROLLER_UID_INDEX,
+                        rs.metadata.uid.as_deref().unwrap_or_default(),
+                    )
+                    .len()
+            })
+            .sum();
+        if remaining == 0 {
+            self.enqueue(&d);
+        }
+    }
+}

@@ -1,0 +1,763 @@
+//! The steps every Deployment sync shares (upstream `sync.go` and the sync dispatch of
+//! `deployment_controller.go`): claim the ReplicaSets, find or create the new one with
+//! its revision annotations, scale proportionally when the Deployment is resized,
+//! clean up old ReplicaSets beyond revisionHistoryLimit, and write the status.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, PostParams};
+use tracing::debug;
+
+use super::util::{self, deployment_replicas, replica_set_replicas};
+use super::Controller;
+use crate::controller_ref::RefManager;
+use crate::pod_control::{api_error_text, controller_ref, is_namespace_terminating, is_not_found};
+use crate::recorder::{NORMAL, WARNING};
+use crate::selector::Selector;
+use crate::store::{split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+
+pub(super) type PodMap = HashMap<String, Vec<Arc<Pod>>>;
+
+fn refs(list: &[ReplicaSet]) -> Vec<&ReplicaSet> {
+    list.iter().collect()
+}
+
+/// `old` plus `new` (when there is one): upstream's `append(oldRSs, newRS)`.
+pub(super) fn all_of(new_rs: &Option<ReplicaSet>, old: &[ReplicaSet]) -> Vec<ReplicaSet> {
+    let mut all = old.to_vec();
+    all.extend(new_rs.iter().cloned());
+    all
+}
+
+impl Controller {
+    pub(super) async fn sync_deployment(&self, key: &str) -> anyhow::Result<()> {
+        let (namespace, name) = split_key(key);
+        let Some(cached) = self.deployments.get_in(namespace, name) else {
+            debug!(key, "deployment has been deleted");
+            return Ok(());
+        };
+        let mut d = cached.as_ref().clone();
+        let selector_spec = d.spec.as_ref().map(|spec| spec.selector.clone());
+        let selector = Selector::from_label_selector(selector_spec.as_ref()).map_err(|error| {
+            anyhow::anyhow!("deployment {key} has invalid label selector: {error}")
+        })?;
+        if selector.is_empty() {
+            self.recorder.event(
+                &d,
+                WARNING,
+                "SelectingAll",
+                "This deployment is selecting all pods. A non-empty selector is required.",
+            );
+            let observed = d
+                .status
+                .as_ref()
+                .and_then(|s| s.observed_generation)
+                .unwrap_or(0);
+            if observed < d.metadata.generation.unwrap_or(0) {
+                d.status
+                    .get_or_insert_with(Default::default)
+                    .observed_generation = d.metadata.generation;
+                // Best effort, as upstream.
+                let _ = self.update_status(&mut d).await;
+            }
+            return Ok(());
+        }
+        let rs_list = self.replica_sets_for(&d, &selector).await?;
+        let pod_map = self.pod_map(&rs_list);
+
+        let result = if d.metadata.deletion_timestamp.is_some() {
+            self.sync_status_only(&mut d, &rs_list).await
+        } else {
+            self.sync_live(&mut d, &rs_list, &pod_map).await
+        };
+        result.map_err(|error| {
+            if error
+                .downcast_ref::<kube::Error>()
+                .is_some_and(is_namespace_terminating)
+            {
+                // Nothing to retry: the namespace is going away.
+                debug!(key, "namespace terminating; not retrying");
+            }
+            error
+        })
+    }
+
+    async fn sync_live(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+        pod_map: &PodMap,
+    ) -> anyhow::Result<()> {
+        self.check_paused_conditions(d).await?;
+        let paused = d
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.paused)
+            .unwrap_or(false);
+        if paused {
+            return self.sync(d, rs_list).await;
+        }
+        if super::rollback::rollback_to(d).is_some() {
+            return self.rollback(d, rs_list).await;
+        }
+        if self.is_scaling_event(d, rs_list).await? {
+            return self.sync(d, rs_list).await;
+        }
+        let strategy = d
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.strategy.as_ref())
+            .and_then(|strategy| strategy.type_.clone())
+            .unwrap_or_else(|| util::ROLLING_UPDATE_DEPLOYMENT_STRATEGY_TYPE.into());
+        match strategy.as_str() {
+            util::RECREATE_DEPLOYMENT_STRATEGY_TYPE => {
+                self.rollout_recreate(d, rs_list, pod_map).await
+            }
+            util::ROLLING_UPDATE_DEPLOYMENT_STRATEGY_TYPE => self.rollout_rolling(d, rs_list).await,
+            other => anyhow::bail!("unexpected deployment strategy type: {other}"),
+        }
+    }
+
+    /// The ReplicaSets this Deployment controls, after adopting matching orphans and
+    /// releasing ones that stopped matching.
+    async fn replica_sets_for(
+        &self,
+        d: &Deployment,
+        selector: &Selector,
+    ) -> anyhow::Result<Vec<ReplicaSet>> {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let mut candidates = self.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
+        candidates.extend(
+            self.replica_sets
+                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+                .into_iter()
+                .filter(|rs| rs.metadata.namespace.as_deref() == Some(namespace.as_str())),
+        );
+        let manager = RefManager::new(
+            d,
+            controller_ref(d),
+            selector,
+            Api::<Deployment>::namespaced(self.client.clone(), &namespace),
+        );
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
+        let (claimed, errors) = manager.claim(candidates, &api).await;
+        if let Some(error) = errors.into_iter().next() {
+            return Err(error.into());
+        }
+        Ok(claimed.iter().map(|rs| rs.as_ref().clone()).collect())
+    }
+
+    /// The pods of each ReplicaSet, by the ReplicaSet's UID.
+    fn pod_map(&self, rs_list: &[ReplicaSet]) -> PodMap {
+        rs_list
+            .iter()
+            .map(|rs| {
+                let uid = rs.metadata.uid.clone().unwrap_or_default();
+                let pods = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
+                (uid, pods)
+            })
+            .collect()
+    }
+
+    pub(super) async fn sync_status_only(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+    ) -> anyhow::Result<()> {
+        let (new_rs, old) = self
+            .get_all_replica_sets_and_sync_revision(d, rs_list, false)
+            .await?;
+        let all = all_of(&new_rs, &old);
+        self.sync_deployment_status(&all, new_rs.as_ref(), d).await
+    }
+
+    /// Scaling only (paused, or resized): no new ReplicaSet is created.
+    pub(super) async fn sync(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+    ) -> anyhow::Result<()> {
+        let (new_rs, mut old) = self
+            .get_all_replica_sets_and_sync_revision(d, rs_list, false)
+            .await?;
+        self.scale(d, new_rs.as_ref(), &mut old).await?;
+        let paused = d
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.paused)
+            .unwrap_or(false);
+        if paused && super::rollback::rollback_to(d).is_none() {
+            self.cleanup_deployment(&old, d).await?;
+        }
+        let all = all_of(&new_rs, &old);
+        self.sync_deployment_status(&all, new_rs.as_ref(), d).await
+    }
+
+    /// Records DeploymentPaused / DeploymentResumed in the Progressing condition.
+    async fn check_paused_conditions(&self, d: &mut Deployment) -> anyhow::Result<()> {
+        if !util::has_progress_deadline(d) {
+            return Ok(());
+        }
+        let status = d.status.clone().unwrap_or_default();
+        let condition = util::get_deployment_condition(&status, util::DEPLOYMENT_PROGRESSING);
+        if condition.is_some_and(|c| c.reason.as_deref() == Some(util::TIMED_OUT_REASON)) {
+            return Ok(());
+        }
+        let paused_condition =
+            condition.is_some_and(|c| c.reason.as_deref() == Some(util::PAUSED_DEPLOY_REASON));
+        let paused = d
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.paused)
+            .unwrap_or(false);
+        let new_condition = if paused && !paused_condition {
+            util::new_deployment_condition(
+                util::DEPLOYMENT_PROGRESSING,
+                util::CONDITION_UNKNOWN,
+                util::PAUSED_DEPLOY_REASON,
+                "Deployment is paused",
+                Timestamp::now(),
+            )
+        } else if !paused && paused_condition {
+            util::new_deployment_condition(
+                util::DEPLOYMENT_PROGRESSING,
+                util::CONDITION_UNKNOWN,
+                util::RESUMED_DEPLOY_REASON,
+                "Deployment is resumed",
+                Timestamp::now(),
+            )
+        } else {
+            return Ok(());
+        };
+        util::set_deployment_condition(
+            d.status.get_or_insert_with(Default::default),
+            new_condition,
+        );
+        self.update_status(d).await?;
+        Ok(())
+    }
+
+    /// The new ReplicaSet (created when `create` and missing) and all the old ones, with
+    /// the Deployment's revision kept in step.
+    pub(super) async fn get_all_replica_sets_and_sync_revision(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+        create: bool,
+    ) -> anyhow::Result<(Option<ReplicaSet>, Vec<ReplicaSet>)> {
+        let list = refs(rs_list);
+        let (all_old, _) = util::find_old_replica_sets(d, &list);
+        let old: Vec<ReplicaSet> = all_old.into_iter().cloned().collect();
+        let new_rs = self.get_new_replica_set(d, rs_list, &old, create).await?;
+        Ok((new_rs, old))
+    }
+
+    async fn get_new_replica_set(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+        old: &[ReplicaSet],
+        create: bool,
+    ) -> anyhow::Result<Option<ReplicaSet>> {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
+        let list = refs(rs_list);
+        let existing = util::find_new_replica_set(d, &list).cloned();
+        let new_revision = (util::max_revision(old) + 1).to_string();
+        let min_ready = d.spec.as_ref().and_then(|spec| spec.min_ready_seconds);
+
+        if let Some(mut rs) = existing {
+            let annotations_updated = util::set_new_replica_set_annotations(
+                d,
+                &mut rs,
+                &new_revision,
+                true,
+                util::MAX_REV_HISTORY_LENGTH_IN_CHARS,
+            );
+            let rs_min_ready = rs.spec.as_ref().and_then(|spec| spec.min_ready_seconds);
+            if annotations_updated || rs_min_ready.unwrap_or(0) != min_ready.unwrap_or(0) {
+                rs.spec
+                    .get_or_insert_with(Default::default)
+                    .min_ready_seconds = min_ready;
+                let name = rs.metadata.name.clone().unwrap_or_default();
+                let updated = rs_api
+                    .replace(&name, &PostParams::default(), &rs)
+                    .await
+                    .with_context(|| format!("updating ReplicaSet {namespace}/{name}"))?;
+                return Ok(Some(updated));
+            }
+            let revision = rs
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(util::REVISION_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
+            let mut needs_update = util::set_deployment_revision(d, &revision);
+            let status = d.status.clone().unwrap_or_default();
+            if util::has_progress_deadline(d)
+                && util::get_deployment_condition(&status, util::DEPLOYMENT_PROGRESSING).is_none()
+            {
+                let message = format!(
+                    "Found new replica set {:?}",
+                    rs.metadata.name.as_deref().unwrap_or_default()
+                );
+                let condition = util::new_deployment_condition(
+                    util::DEPLOYMENT_PROGRESSING,
+                    util::CONDITION_TRUE,
+                    util::FOUND_NEW_RS_REASON,
+                    &message,
+                    Timestamp::now(),
+                );
+                util::set_deployment_condition(
+                    d.status.get_or_insert_with(Default::default),
+                    condition,
+                );
+                needs_update = true;
+            }
+            if needs_update {
+                self.update_status(d).await?;
+            }
+            return Ok(Some(rs));
+        }
+        if !create {
+            return Ok(None);
+        }
+
+        let spec = d.spec.clone().unwrap_or_default();
+        let collision_count = d.status.as_ref().and_then(|s| s.collision_count);
+        let hash = util::compute_hash(&spec.template, collision_count);
+        let mut template = spec.template.clone();
+        let labels = util::clone_and_add_label(
+            spec.template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref()),
+            util::DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY,
+            &hash,
+        );
+        template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .labels = Some(labels.clone());
+        let selector = util::clone_selector_and_add_label(
+            &spec.selector,
+            util::DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY,
+            &hash,
+        );
+        let d_name = d.metadata.name.clone().unwrap_or_default();
+        let mut new_rs = ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(format!("{d_name}-{hash}")),
+                namespace: Some(namespace.clone()),
+                owner_references: Some(vec![controller_ref(&*d)]),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(0),
+                min_ready_seconds: min_ready,
+                selector,
+                template: Some(template),
+            }),
+            status: None,
+        };
+        let mut all: Vec<&ReplicaSet> = old.iter().collect();
+        all.push(&new_rs);
+        let new_replicas =
+            util::new_rs_new_replicas(d, &all, &new_rs).map_err(anyhow::Error::msg)?;
+        new_rs.spec.get_or_insert_with(Default::default).replicas = Some(new_replicas);
+        util::set_new_replica_set_annotations(
+            d,
+            &mut new_rs,
+            &new_revision,
+            false,
+            util::MAX_REV_HISTORY_LENGTH_IN_CHARS,
+        );
+        let rs_name = new_rs.metadata.name.clone().unwrap_or_default();
+        let mut already_exists = false;
+        let created = match rs_api.create(&PostParams::default(), &new_rs).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(status))
+                if status.code == 409 && status.reason == "AlreadyExists" =>
+            {
+                already_exists = true;
+                // Ours from an earlier sync whose create we did not see yet, or a hash
+                // collision with another template.
+                let existing = match self.replica_sets.get_in(&namespace, &rs_name) {
+                    Some(rs) => rs.as_ref().clone(),
+                    None => rs_api.get(&rs_name).await?,
+                };
+                let ours = super::controller_of(&existing.metadata)
+                    .is_some_and(|r| Some(r.uid.as_str()) == d.metadata.uid.as_deref());
+                let same_template = existing
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.as_ref())
+                    .is_some_and(|t| util::equal_ignore_hash(&spec.template, t));
+                if ours && same_template {
+                    existing
+                } else {
+                    let status = d.status.get_or_insert_with(Default::default);
+                    let count = status.collision_count.unwrap_or(0);
+                    status.collision_count = Some(count + 1);
+                    if self.update_status(d).await.is_ok() {
+                        debug!(deployment = %d_name, old = count, new = count + 1, "hash collision; bumping collisionCount");
+                    }
+                    anyhow::bail!("replica set {namespace}/{rs_name} already exists with another template (hash collision)");
+                }
+            }
+            Err(error) if is_namespace_terminating(&error) => return Err(error.into()),
+            Err(error) => {
+                let message = format!(
+                    "Failed to create new replica set {rs_name:?}: {}",
+                    api_error_text(&error)
+                );
+                if util::has_progress_deadline(d) {
+                    let condition = util::new_deployment_condition(
+                        util::DEPLOYMENT_PROGRESSING,
+                        util::CONDITION_FALSE,
+                        util::FAILED_RS_CREATE_REASON,
+                        &message,
+                        Timestamp::now(),
+                    );
+                    util::set_deployment_condition(
+                        d.status.get_or_insert_with(Default::default),
+                        condition,
+                    );
+                    let _ = self.update_status(d).await;
+                }
+                self.recorder
+                    .event(&*d, WARNING, util::FAILED_RS_CREATE_REASON, message);
+                return Err(error.into());
+            }
+        };
+        if !already_exists && new_replicas > 0 {
+            self.recorder.event(
+                &*d,
+                NORMAL,
+                "ScalingReplicaSet",
+                format!("Scaled up replica set {rs_name} to {new_replicas}"),
+            );
+        }
+        let mut needs_update = util::set_deployment_revision(d, &new_revision);
+        if !already_exists && util::has_progress_deadline(d) {
+            let condition = util::new_deployment_condition(
+                util::DEPLOYMENT_PROGRESSING,
+                util::CONDITION_TRUE,
+                util::NEW_REPLICA_SET_REASON,
+                &format!("Created new replica set {rs_name:?}"),
+                Timestamp::now(),
+            );
+            util::set_deployment_condition(
+                d.status.get_or_insert_with(Default::default),
+                condition,
+            );
+            needs_update = true;
+        }
+        if needs_update {
+            self.update_status(d).await?;
+        }
+        Ok(Some(created))
+    }
+
+    /// Resizes the ReplicaSets when the Deployment's size changed: all to the one active
+    /// ReplicaSet, or proportionally to each one's share in the middle of a rollout.
+    pub(super) async fn scale(
+        &self,
+        d: &Deployment,
+        new_rs: Option<&ReplicaSet>,
+        old: &mut [ReplicaSet],
+    ) -> anyhow::Result<()> {
+        let replicas = deployment_replicas(d);
+        let old_refs: Vec<&ReplicaSet> = old.iter().collect();
+        if let Some(target) = util::find_active_or_latest(new_rs, &old_refs) {
+            if replica_set_replicas(target) == replicas {
+                return Ok(());
+            }
+            let target = target.clone();
+            self.scale_replica_set_and_record_event(&target, replicas, d)
+                .await?;
+            return Ok(());
+        }
+        if util::is_saturated(d, new_rs) {
+            for rs in old.iter().filter(|rs| replica_set_replicas(rs) > 0) {
+                self.scale_replica_set_and_record_event(rs, 0, d).await?;
+            }
+            return Ok(());
+        }
+        if !util::is_rolling_update(d) {
+            return Ok(());
+        }
+        let mut all: Vec<ReplicaSet> = all_of(&new_rs.cloned(), old)
+            .into_iter()
+            .filter(|rs| replica_set_replicas(rs) > 0)
+            .collect();
+        let current = util::get_replica_count_for_replica_sets(&all);
+        let allowed = if replicas > 0 {
+            replicas + util::max_surge(d)
+        } else {
+            0
+        };
+        let to_add = allowed - current;
+        let operation = match to_add.cmp(&0) {
+            std::cmp::Ordering::Greater => {
+                util::sort_replica_sets_by_size_newer(&mut all);
+                "up"
+            }
+            std::cmp::Ordering::Less => {
+                util::sort_replica_sets_by_size_older(&mut all);
+                "down"
+            }
+            std::cmp::Ordering::Equal => "",
+        };
+        let mut added = 0;
+        let mut sizes: Vec<i32> = Vec::with_capacity(all.len());
+        for rs in &all {
+            if to_add != 0 {
+                let proportion = util::get_proportion(Some(rs), d, to_add, added);
+                sizes.push(replica_set_replicas(rs) + proportion);
+                added += proportion;
+            } else {
+                sizes.push(replica_set_replicas(rs));
+            }
+        }
+        for (i, rs) in all.iter().enumerate() {
+            if i == 0 && to_add != 0 {
+                sizes[0] = (sizes[0] + to_add - added).max(0);
+            }
+            self.scale_replica_set(rs, sizes[i], d, operation).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn scale_replica_set_and_record_event(
+        &self,
+        rs: &ReplicaSet,
+        new_scale: i32,
+        d: &Deployment,
+    ) -> anyhow::Result<(bool, ReplicaSet)> {
+        let current = replica_set_replicas(rs);
+        if current == new_scale {
+            return Ok((false, rs.clone()));
+        }
+        let operation = if current < new_scale { "up" } else { "down" };
+        self.scale_replica_set(rs, new_scale, d, operation).await
+    }
+
+    async fn scale_replica_set(
+        &self,
+        rs: &ReplicaSet,
+        new_scale: i32,
+        d: &Deployment,
+        operation: &str,
+    ) -> anyhow::Result<(bool, ReplicaSet)> {
+        let old_scale = replica_set_replicas(rs);
+        let size_needs_update = old_scale != new_scale;
+        let replicas = deployment_replicas(d);
+        let max = replicas + util::max_surge(d);
+        let annotations_need_update = util::replicas_annotations_need_update(rs, replicas, max);
+        if !size_needs_update && !annotations_need_update {
+            return Ok((false, rs.clone()));
+        }
+        let mut copy = rs.clone();
+        copy.spec.get_or_insert_with(Default::default).replicas = Some(new_scale);
+        util::set_replicas_annotations(&mut copy, replicas, max);
+        let namespace = rs.metadata.namespace.clone().unwrap_or_default();
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
+        let updated = api
+            .replace(&name, &PostParams::default(), &copy)
+            .await
+            .with_context(|| format!("scaling ReplicaSet {namespace}/{name} to {new_scale}"))?;
+        if size_needs_update {
+            self.recorder.event(
+                d,
+                NORMAL,
+                "ScalingReplicaSet",
+                format!("Scaled {operation} replica set {name} to {new_scale} from {old_scale}"),
+            );
+        }
+        Ok((size_needs_update, updated))
+    }
+
+    /// Deletes the oldest fully scaled-down ReplicaSets beyond revisionHistoryLimit.
+    pub(super) async fn cleanup_deployment(
+        &self,
+        old: &[ReplicaSet],
+        d: &Deployment,
+    ) -> anyhow::Result<()> {
+        if !util::has_revision_history_limit(d) {
+            return Ok(());
+        }
+        let limit = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10);
+        let mut cleanable: Vec<&ReplicaSet> = old
+            .iter()
+            .filter(|rs| rs.metadata.deletion_timestamp.is_none())
+            .collect();
+        let diff = cleanable.len() as i32 - limit;
+        if diff <= 0 {
+            return Ok(());
+        }
+        util::sort_replica_sets_by_revision(&mut cleanable);
+        for rs in cleanable.into_iter().take(diff as usize) {
+            let status = rs.status.clone().unwrap_or_default();
+            if status.replicas != 0
+                || replica_set_replicas(rs) != 0
+                || rs.metadata.generation.unwrap_or(0) > status.observed_generation.unwrap_or(0)
+                || rs.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let namespace = rs.metadata.namespace.clone().unwrap_or_default();
+            let name = rs.metadata.name.clone().unwrap_or_default();
+            debug!(replica_set = %name, "cleaning up old replica set");
+            let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(error) if is_not_found(&error) => {}
+                Err(error) => {
+                    return Err(anyhow::Error::new(error)
+                        .context(format!("deleting old ReplicaSet {namespace}/{name}")))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn sync_deployment_status(
+        &self,
+        all: &[ReplicaSet],
+        new_rs: Option<&ReplicaSet>,
+        d: &mut Deployment,
+    ) -> anyhow::Result<()> {
+        let status = calculate_status(all, new_rs, d, Timestamp::now());
+        if same_status(d.status.as_ref(), &status) {
+            return Ok(());
+        }
+        d.status = Some(status);
+        self.update_status(d).await
+    }
+
+    /// True when a ReplicaSet's desired-replicas annotation disagrees with the
+    /// Deployment's size: the Deployment was resized.
+    async fn is_scaling_event(
+        &self,
+        d: &mut Deployment,
+        rs_list: &[ReplicaSet],
+    ) -> anyhow::Result<bool> {
+        let (new_rs, old) = self
+            .get_all_replica_sets_and_sync_revision(d, rs_list, false)
+            .await?;
+        let replicas = deployment_replicas(d);
+        Ok(all_of(&new_rs, &old)
+            .iter()
+            .filter(|rs| replica_set_replicas(rs) > 0)
+            .filter_map(util::get_desired_replicas_annotation)
+            .any(|desired| desired != replicas))
+    }
+
+    /// PUTs the Deployment's status and keeps the returned resourceVersion, so a later
+    /// write in the same sync does not conflict with this one.
+    pub(super) async fn update_status(&self, d: &mut Deployment) -> anyhow::Result<()> {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+        let updated = api
+            .replace_status(&name, &PostParams::default(), d)
+            .await
+            .with_context(|| format!("updating status of Deployment {namespace}/{name}"))?;
+        d.metadata.resource_version = updated.metadata.resource_version;
+        Ok(())
+    }
+
+    /// PUTs the whole Deployment (rollback), keeping the returned version.
+    pub(super) async fn update_deployment(&self, d: &mut Deployment) -> anyhow::Result<()> {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+        let updated = api
+            .replace(&name, &PostParams::default(), d)
+            .await
+            .with_context(|| format!("updating Deployment {namespace}/{name}"))?;
+        *d = updated;
+        Ok(())
+    }
+}
+
+/// The Deployment's status from its ReplicaSets, with the Available condition.
+pub(super) fn calculate_status(
+    all: &[ReplicaSet],
+    new_rs: Option<&ReplicaSet>,
+    d: &Deployment,
+    now: Timestamp,
+) -> DeploymentStatus {
+    let available = util::get_available_replica_count_for_replica_sets(all);
+    let total = util::get_replica_count_for_replica_sets(all);
+    let unavailable = (total - available).max(0);
+    let current = d.status.clone().unwrap_or_default();
+    let updated = new_rs
+        .map(|rs| util::get_actual_replica_count_for_replica_sets(&[rs]))
+        .unwrap_or(0);
+    let mut status = DeploymentStatus {
+        observed_generation: d.metadata.generation,
+        replicas: Some(util::get_actual_replica_count_for_replica_sets(all)),
+        updated_replicas: Some(updated),
+        ready_replicas: Some(util::get_ready_replica_count_for_replica_sets(all)),
+        available_replicas: Some(available),
+        unavailable_replicas: Some(unavailable),
+        collision_count: current.collision_count,
+        conditions: current.conditions.clone(),
+        terminating_replicas: current.terminating_replicas,
+    };
+    let condition = if available >= deployment_replicas(d) - util::max_unavailable(d) {
+        util::new_deployment_condition(
+            util::DEPLOYMENT_AVAILABLE,
+            util::CONDITION_TRUE,
+            util::MINIMUM_REPLICAS_AVAILABLE,
+            "Deployment has minimum availability.",
+            now,
+        )
+    } else {
+        util::new_deployment_condition(
+            util::DEPLOYMENT_AVAILABLE,
+            util::CONDITION_FALSE,
+            util::MINIMUM_REPLICAS_UNAVAILABLE,
+            "Deployment does not have minimum availability.",
+            now,
+        )
+    };
+    util::set_deployment_condition(&mut status, condition);
+    status
+}
+
+/// Status equality as Go's DeepEqual sees it after a JSON round trip: a zero count and
+/// a missing one are the same, as are an empty and a missing condition list.
+pub(super) fn same_status(current: Option<&DeploymentStatus>, new: &DeploymentStatus) -> bool {
+    fn normal(status: &DeploymentStatus) -> DeploymentStatus {
+        let zero = |v: Option<i32>| v.filter(|v| *v != 0);
+        DeploymentStatus {
+            observed_generation: status.observed_generation.filter(|v| *v != 0),
+            replicas: zero(status.replicas),
+            updated_replicas: zero(status.updated_replicas),
+            ready_replicas: zero(status.ready_replicas),
+            available_replicas: zero(status.available_replicas),
+            unavailable_replicas: zero(status.unavailable_replicas),
+            terminating_replicas: status.terminating_replicas,
+            collision_count: status.collision_count,
+            conditions: status.conditions.clone().filter(|c| !c.is_empty()),
+        }
+    }
+    normal(&current.cloned().unwrap_or_default()) == normal(new)
+}

@@ -1,0 +1,19 @@
+//! KCM's controllers, one folder each, named as KCM names them, and how the worker
+//! builds the ones a `--controllers` list selects.
+
+pub mod deployment;
+pub mod replicaset;
+pub mod serviceaccount;
+
+use crate::controller::{ControllerContext, Runnable};
+
+/// Builds the controller `name` (a canonical name from the registry) and registers its
+/// handlers; `None` for a name this version does not implement.
+pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<Runnable>> {
+    Some(match name {
+        "serviceaccount-controller" => serviceaccount::build(context),
+        "replicaset-controller" => replicaset::build(context),
+        "deployment-controller" => deployment::build(context),
+        _ => return None,
+    })
+}

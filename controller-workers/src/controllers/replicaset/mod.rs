@@ -1,0 +1,213 @@
+//! replicaset-controller: keeps `spec.replicas` pods of each ReplicaSet (upstream
+//! `pkg/controller/replicaset/`).
+//!
+//! Handlers turn pod and ReplicaSet changes into ReplicaSet keys and count the pod
+//! creations and deletions the controller is waiting for (expectations); the sync claims
+//! the pods the selector matches (adopting orphans, releasing pods that stopped
+//! matching), creates missing pods in slow-start batches or deletes surplus ones in
+//! upstream's deletion order, and writes the status.
+
+mod status;
+mod sync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::controller::{ControllerContext, Runnable};
+use crate::expectations::UidTrackingExpectations;
+use crate::informer::Change;
+use crate::pod_control::PodControl;
+use crate::queue::WorkQueue;
+use crate::selector::Selector;
+use crate::store::{controller_uid, key_of, Store};
+
+pub const NAME: &str = "replicaset-controller";
+/// At most this many pods are created or deleted in one sync (upstream BurstReplicas).
+pub const BURST_REPLICAS: usize = 500;
+
+pub(crate) struct Controller {
+    client: kube::Client,
+    pod_control: PodControl,
+    replica_sets: Store<ReplicaSet>,
+    pods: Store<Pod>,
+    expectations: UidTrackingExpectations,
+    queue: Arc<WorkQueue<String>>,
+}
+
+pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+    let (client, recorder) = context.client_and_recorder(NAME)?;
+    let queue = context.queue("replicaset");
+    let replica_sets = context.informers.get::<ReplicaSet>();
+    let pods = context.informers.get::<Pod>();
+    let controller = Arc::new(Controller {
+        pod_control: PodControl::new(client.clone(), recorder.clone()),
+        client,
+        replica_sets: replica_sets.store().clone(),
+        pods: pods.store().clone(),
+        expectations: UidTrackingExpectations::new(),
+        queue: queue.clone(),
+    });
+    {
+        let controller = controller.clone();
+        replica_sets.add_handler(Arc::new(move |change: &Change<ReplicaSet>| {
+            controller.on_replica_set(change)
+        }));
+    }
+    {
+        let controller = controller.clone();
+        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
+            controller.on_pod(change)
+        }));
+    }
+    Ok(Runnable {
+        name: NAME,
+        queue,
+        workers: context.options.concurrent_replicaset_syncs,
+        sync: Arc::new(move |key| {
+            let controller = controller.clone();
+            async move { controller.sync(&key).await }.boxed()
+        }),
+        max_retries: None,
+    })
+}
+
+impl Controller {
+    fn on_replica_set(&self, change: &Change<ReplicaSet>) {
+        match change {
+            Change::Added(rs) => self.queue.add(key_of(&rs.metadata)),
+            Change::Updated { old, new } => {
+                if old.metadata.uid != new.metadata.uid {
+                    // Deleted and recreated under the same name while we were away.
+                    self.expectations.delete(&key_of(&old.metadata));
+                }
+                self.queue.add(key_of(&new.metadata));
+            }
+            Change::Deleted(deleted) => {
+                let key = key_of(&deleted.object().metadata);
+                self.expectations.delete(&key);
+                self.queue.add(key);
+            }
+        }
+    }
+
+    /// The ReplicaSet a controllerRef names, if it is in the cache with that UID.
+    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+        let reference = pod
+            .metadata
+            .owner_references
+            .as_ref()?
+            .iter()
+            .find(|reference| reference.controller == Some(true))?;
+        if reference.kind != "ReplicaSet" || !reference.api_version.starts_with("apps/") {
+            return None;
+        }
+        let rs = self.replica_sets.get_in(namespace, &reference.name)?;
+        (rs.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(rs)
+    }
+
+    /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
+    fn matching_replica_sets(&self, pod: &Pod) -> Vec<Arc<ReplicaSet>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.replica_sets
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|rs| {
+                let selector = rs.spec.as_ref().map(|spec| &spec.selector);
+                Selector::from_label_selector(selector)
+                    .map(|selector| {
+                        !selector.is_empty() && selector.matches(pod.metadata.labels.as_ref())
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    fn on_pod(&self, change: &Change<Pod>) {
+        match change {
+            Change::Added(pod) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    // Seen for the first time already terminating (e.g. after a relist).
+                    self.pod_deleted(pod);
+                    return;
+                }
+                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                if controller_uid(&pod.metadata).is_some() {
+                    if let Some(rs) = self.resolve(namespace, pod) {
+                        let key = key_of(&rs.metadata);
+                        self.expectations.creation_observed(&key);
+                        self.queue.add(key);
+                    }
+                    return;
+                }
+                for rs in self.matching_replica_sets(pod) {
+                    self.queue.add(key_of(&rs.metadata));
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    // A resync: nothing changed.
+                    return;
+                }
+                let labels_changed = old.metadata.labels != new.metadata.labels;
+                if new.metadata.deletion_timestamp.is_some() {
+                    // A graceful deletion counts as the deletion we expected, now.
+                    self.pod_deleted(new);
+                    if labels_changed {
+                        self.pod_deleted(old);
+                    }
+                    return;
+                }
+                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let ref_changed = controller_uid(&old.metadata) != controller_uid(&new.metadata);
+                if ref_changed {
+                    if let Some(rs) = self.resolve(namespace, old) {
+                        self.queue.add(key_of(&rs.metadata));
+                    }
+                }
+                if controller_uid(&new.metadata).is_some() {
+                    if let Some(rs) = self.resolve(namespace, new) {
+                        let key = key_of(&rs.metadata);
+                        let min_ready = rs
+                            .spec
+                            .as_ref()
+                            .and_then(|spec| spec.min_ready_seconds)
+                            .unwrap_or(0);
+                        self.queue.add(key.clone());
+                        if !crate::pods::is_pod_ready(old)
+                            && crate::pods::is_pod_ready(new)
+                            && min_ready > 0
+                        {
+                            // Check again once it has been ready long enough to count as
+                            // available.
+                            self.queue.add_after(
+                                key,
+                                Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
+                            );
+                        }
+                    }
+                    return;
+                }
+                if labels_changed || ref_changed {
+                    for rs in self.matching_replica_sets(new) {
+                        self.queue.add(key_of(&rs.metadata));
+                    }
+                }
+            }
+            Change::Deleted(deleted) => self.pod_deleted(deleted.object()),
+        }
+    }
+
+    fn pod_deleted(&self, pod: &Pod) {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(rs) = self.resolve(namespace, pod) {
+            let key = key_of(&rs.metadata);
+            self.expectations
+                .deletion_observed(&key, &key_of(&pod.metadata));
+            self.queue.add(key);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The worker's informers, one per resource whatever the number of its controllers that
+//! read it (client-go's SharedInformerFactory): controllers ask for the informers they
+//! need while they are built; [`Informers::start`] then opens one informer-server stream
+//! for each.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Resource;
+use rkcm_proto::v1::informer_client::InformerClient;
+use serde::de::DeserializeOwned;
+use tonic::transport::Channel;
+
+use crate::informer::{path, Informer};
+
+type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration) + Send>;
+
+struct Entry {
+    informer: Arc<dyn Any + Send + Sync>,
+    synced: Box<dyn Fn() -> bool + Send + Sync>,
+    resource: String,
+    starter: Option<Starter>,
+}
+
+pub struct Informers {
+    client: InformerClient<Channel>,
+    subscriber: String,
+    min_resync: Duration,
+    entries: Mutex<HashMap<TypeId, Entry>>,
+}
+
+impl Informers {
+    pub fn new(client: InformerClient<Channel>, subscriber: String, min_resync: Duration) -> Self {
+        Informers {
+            client,
+            subscriber,
+            min_resync,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TypeId, Entry>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The informer of `K`, made on first request.
+    pub fn get<K>(&self) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        let mut entries = self.lock();
+        let entry = entries.entry(TypeId::of::<K>()).or_insert_with(|| {
+            let informer = Informer::<K>::new();
+            let for_sync = informer.clone();
+            let for_start = informer.clone();
+            Entry {
+                resource: path(informer.resource()),
+                informer: informer as Arc<dyn Any + Send + Sync>,
+                synced: Box::new(move || for_sync.has_synced()),
+                starter: Some(Box::new(move |client, subscriber, resync| {
+                    tokio::spawn(for_start.run(client, subscriber, resync));
+                })),
+            }
+        });
+        entry
+            .informer
+            .clone()
+            .downcast::<Informer<K>>()
+            .unwrap_or_else(|_| unreachable!("entries are keyed by their type"))
+    }
+
+    /// Starts every informer not started yet.
+    pub fn start(&self) {
+        let mut entries = self.lock();
+        for entry in entries.values_mut() {
+            if let Some(start) = entry.starter.take() {
+                start(
+                    self.client.clone(),
+                    self.subscriber.clone(),
+                    self.min_resync,
+                );
+            }
+        }
+    }
+
+    /// The resources whose first snapshot has not arrived yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        let mut pending: Vec<String> = self
+            .lock()
+            .values()
+            .filter(|entry| !(entry.synced)())
+            .map(|entry| entry.resource.clone())
+            .collect();
+        pending.sort();
+        pending
+    }
+
+    pub fn resources(&self) -> Vec<String> {
+        let mut resources: Vec<String> = self.lock().values().map(|e| e.resource.clone()).collect();
+        resources.sort();
+        resources
+    }
+
+    pub fn has_synced(&self) -> bool {
+        self.unsynced().is_empty()
+    }
+
+    /// Waits until every informer has its first snapshot.
+    pub async fn wait_for_sync(&self) {
+        let mut delay = Duration::from_millis(10);
+        while !self.has_synced() {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! rkcm's controller-workers: the processes that run KCM's controllers.
+//!
+//! A worker holds local stores fed by the informer-server's stream ([`informer`]), turns
+//! their changes into keys on client-go-style work queues ([`queue`]), and runs each
+//! controller's reconcile on those keys, writing straight to the API server. Shared
+//! controller machinery (expectations, owner-reference adoption, pod creation, events)
+//! lives beside the runtime, as upstream's `controller_utils`; each controller has its
+//! own folder under [`controllers`].
+
+pub mod client;
+pub mod controller;
+pub mod controller_ref;
+pub mod controllers;
+pub mod expectations;
+pub mod factory;
+pub mod informer;
+pub mod metrics;
+pub mod pod_control;
+pub mod pods;
+pub mod queue;
+pub mod rate_limiter;
+pub mod recorder;
+pub mod registry;
+pub mod selector;
+pub mod store;
