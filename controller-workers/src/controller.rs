@@ -92,11 +92,17 @@ impl Runnable {
                             Ok(()) => queue.forget(&key),
                             Err(error) => {
                                 let retries = queue.num_requeues(&key);
+                                let message = describe(&error);
                                 if max_retries.is_some_and(|max| retries >= max) {
-                                    warn!(controller = name, key = %key, error = %format!("{error:#}"), "dropping key out of the queue after {retries} retries");
+                                    warn!(controller = name, key = %key, error = %message, "dropping key out of the queue after {retries} retries");
                                     queue.forget(&key);
                                 } else {
-                                    warn!(controller = name, key = %key, error = %format!("{error:#}"), "error syncing; requeuing");
+                                    if is_conflict(&error) {
+                                        // Our cache lags our own last write: routine.
+                                        debug!(controller = name, key = %key, error = %message, "conflict; requeuing");
+                                    } else {
+                                        warn!(controller = name, key = %key, error = %message, "error syncing; requeuing");
+                                    }
                                     queue.add_rate_limited(key.clone());
                                 }
                             }
@@ -125,4 +131,24 @@ pub async fn shut_down(queue: &WorkQueue<String>, timeout: Duration) {
             "shutdown: in-flight work did not finish in time"
         );
     }
+}
+
+/// An error chain in one line, API errors as their Status message and reason.
+pub fn describe(error: &anyhow::Error) -> String {
+    error
+        .chain()
+        .map(|cause| match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(status)) => {
+                format!("{} ({} {})", status.message, status.code, status.reason)
+            }
+            _ => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+fn is_conflict(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|cause| matches!(cause.downcast_ref::<kube::Error>(), Some(kube::Error::Api(status)) if status.code == 409))
 }

@@ -23,3 +23,4 @@ pub mod recorder;
 pub mod registry;
 pub mod selector;
 pub mod store;
+pub mod worker;

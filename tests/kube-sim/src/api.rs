@@ -1099,6 +1099,39 @@ impl Sim {
                 }
                 next
             }
+            // Built-in status strategies reset the spec (and a few fields per kind) but
+            // take the rest of the metadata from the request: the deployment controller
+            // records its revision annotation through deployments/status. Custom
+            // resources' status updates change only status.
+            Some("status") if def.custom.is_none() => {
+                let mut n = next;
+                match current.get("spec") {
+                    Some(spec) => n["spec"] = spec.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("spec");
+                        }
+                    }
+                }
+                let preserved: &[&str] = match (def.group.as_str(), def.resource.as_str()) {
+                    ("apps", "deployments") => &["labels"],
+                    ("", "pods") => &["ownerReferences", "deletionTimestamp"],
+                    _ => &[],
+                };
+                let cm = current["metadata"].as_object().cloned().unwrap_or_default();
+                let m = meta_mut(&mut n);
+                for key in preserved {
+                    match cm.get(*key) {
+                        Some(v) => {
+                            m.insert((*key).to_string(), v.clone());
+                        }
+                        None => {
+                            m.remove(*key);
+                        }
+                    }
+                }
+                n
+            }
             Some("status") => {
                 let mut n = (*current).clone();
                 match next.get("status") {

@@ -76,16 +76,19 @@ impl Controller {
         } else {
             self.sync_live(&mut d, &rs_list, &pod_map).await
         };
-        result.map_err(|error| {
-            if error
-                .downcast_ref::<kube::Error>()
-                .is_some_and(is_namespace_terminating)
+        match result {
+            // As upstream's handleErr: a namespace being deleted is no reason to retry.
+            Err(error)
+                if error
+                    .chain()
+                    .filter_map(|cause| cause.downcast_ref::<kube::Error>())
+                    .any(is_namespace_terminating) =>
             {
-                // Nothing to retry: the namespace is going away.
                 debug!(key, "namespace terminating; not retrying");
+                Ok(())
             }
-            error
-        })
+            other => other,
+        }
     }
 
     async fn sync_live(
@@ -674,6 +677,9 @@ impl Controller {
         let namespace = d.metadata.namespace.clone().unwrap_or_default();
         let name = d.metadata.name.clone().unwrap_or_default();
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+        if let Some(status) = d.status.as_mut() {
+            omit_zero_counts(status);
+        }
         let updated = api
             .replace_status(&name, &PostParams::default(), d)
             .await
@@ -760,4 +766,20 @@ pub(super) fn same_status(current: Option<&DeploymentStatus>, new: &DeploymentSt
         }
     }
     normal(&current.cloned().unwrap_or_default()) == normal(new)
+}
+
+/// The API omits zero counts (`omitempty`); sending them as absent keeps the stored
+/// object as kube-apiserver would store it.
+fn omit_zero_counts(status: &mut DeploymentStatus) {
+    for count in [
+        &mut status.replicas,
+        &mut status.updated_replicas,
+        &mut status.ready_replicas,
+        &mut status.available_replicas,
+        &mut status.unavailable_replicas,
+    ] {
+        if *count == Some(0) {
+            *count = None;
+        }
+    }
 }

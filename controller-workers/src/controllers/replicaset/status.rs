@@ -76,9 +76,11 @@ pub(super) fn calculate(
         _ => {}
     }
     status.replicas = pods.len() as i32;
-    status.fully_labeled_replicas = Some(fully_labeled);
-    status.ready_replicas = Some(ready);
-    status.available_replicas = Some(available);
+    // Zero counts are omitted by the API (`omitempty`).
+    let non_zero = |count: i32| (count != 0).then_some(count);
+    status.fully_labeled_replicas = non_zero(fully_labeled);
+    status.ready_replicas = non_zero(ready);
+    status.available_replicas = non_zero(available);
     status
 }
 
@@ -184,6 +186,7 @@ mod tests {
         let status = calculate(&rs, &pods, Some(&failure), now);
         assert_eq!(status.replicas, 2);
         assert_eq!(status.fully_labeled_replicas, Some(1));
+        assert_eq!(calculate(&rs, &[], None, now).ready_replicas, None);
         assert_eq!(status.ready_replicas, Some(2));
         assert_eq!(status.available_replicas, Some(1));
         let condition = &status.conditions.as_ref().unwrap()[0];

@@ -1,0 +1,326 @@
+//! `rkcm worker`: one controller-worker process. It connects to the informer-server,
+//! builds the controllers its `--controllers` list selects (each takes the informers it
+//! needs and registers its handlers), starts one stream per resource, waits for the
+//! first snapshots, and runs the controllers' workers until SIGTERM, when it stops
+//! taking new keys and lets in-flight syncs finish.
+//!
+//! It serves `/healthz` (the process is up), `/readyz` (every store has its first
+//! snapshot) and `/metrics` on `--health-bind-address` (a free localhost port by
+//! default, logged at start).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rkcm_informer_server::client::{self, ClientTls};
+use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
+
+use crate::client::{ClientFactory, USER_AGENT_PREFIX};
+use crate::controller::{shut_down, ControllerContext, ControllerOptions};
+use crate::factory::Informers;
+use crate::metrics::Metrics;
+use crate::registry;
+
+/// Flags of `rkcm worker` (KCM's names where KCM has the flag).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The group this process runs (shown by `ps`, in logs, and in the informer-server's
+    /// subscriber names).
+    #[arg(long, default_value = "default")]
+    pub group: String,
+    /// Controllers to run, as KCM's --controllers: `*` (every default-enabled controller
+    /// rkcm implements), `name` (canonical `deployment-controller` or alias
+    /// `deployment`), `-name` to exclude.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+    /// The informer-server: unix:///path/to/informer.sock, or tcp://HOST:PORT with
+    /// --informer-cert, --informer-key and --informer-ca (mutual TLS).
+    #[arg(long, default_value = "unix:///var/run/rkcm/informer.sock")]
+    pub informer: String,
+    /// Client certificate (PEM) for a tcp:// informer-server.
+    #[arg(long)]
+    pub informer_cert: Option<PathBuf>,
+    /// Key of the client certificate (PEM).
+    #[arg(long)]
+    pub informer_key: Option<PathBuf>,
+    /// CA (PEM) the informer-server's certificate must chain to.
+    #[arg(long)]
+    pub informer_ca: Option<PathBuf>,
+    /// Path to a kubeconfig (for writes to the API server); without it, the in-cluster
+    /// config or $KUBECONFIG.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Queries per second to the API server, per controller client (as KCM).
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Burst of queries to the API server, per controller client.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// Stores are resynced every period to 2x period (Go duration: 12h, 30m, 90s).
+    #[arg(long, default_value = "12h", value_parser = parse_go_duration)]
+    pub min_resync_period: Duration,
+    /// Deployments synced concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_deployment_syncs: usize,
+    /// ReplicaSets synced concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_replicaset_syncs: usize,
+    /// Where to serve /healthz, /readyz and /metrics (HOST:PORT; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub health_bind_address: SocketAddr,
+    /// How long SIGTERM waits for in-flight syncs (Go duration).
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    pub shutdown_timeout: Duration,
+}
+
+/// A bad command line: the binary exits 2, as for unknown flags.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Parses Go's duration syntax (`1h30m`, `12h`, `500ms`, `90s`).
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("invalid duration {text:?} (expected e.g. 12h, 30m, 90s, 500ms)");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let value: f64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        total += value * seconds;
+        rest = &rest[unit_len..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+fn read(path: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    path.as_ref()
+        .map(|path| {
+            std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
+        })
+        .transpose()
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let selected = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
+    if selected.is_empty() {
+        return Err(UsageError(format!(
+            "--controllers {:?} selects no controller this version implements",
+            args.controllers.join(",")
+        ))
+        .into());
+    }
+    let missing = registry::default_controllers_missing();
+    debug!(
+        ?missing,
+        "default KCM controllers this version does not have"
+    );
+
+    let tls = match (
+        read(&args.informer_cert, "--informer-cert")?,
+        read(&args.informer_key, "--informer-key")?,
+        read(&args.informer_ca, "--informer-ca")?,
+    ) {
+        (Some(cert), Some(key), Some(ca)) => Some(ClientTls {
+            cert,
+            key,
+            ca,
+            domain: None,
+        }),
+        (None, None, None) => None,
+        _ => {
+            return Err(UsageError(
+                "--informer-cert, --informer-key and --informer-ca go together".into(),
+            )
+            .into())
+        }
+    };
+    let informer_client =
+        client::connect(&args.informer, tls).map_err(|e| UsageError(format!("--informer: {e}")))?;
+    let clients = ClientFactory::new(
+        args.kubeconfig.as_deref(),
+        args.kube_api_qps,
+        args.kube_api_burst,
+    )
+    .await?;
+    let metrics = Metrics::new();
+    let informers = Arc::new(Informers::new(
+        informer_client,
+        format!("{USER_AGENT_PREFIX} group={}", args.group),
+        args.min_resync_period,
+    ));
+    let context = ControllerContext {
+        informers: informers.clone(),
+        clients,
+        metrics: metrics.clone(),
+        options: ControllerOptions {
+            concurrent_deployment_syncs: args.concurrent_deployment_syncs,
+            concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
+        },
+    };
+    let mut runnables = Vec::new();
+    for name in &selected {
+        match crate::controllers::build(name, &context) {
+            Some(Ok(runnable)) => runnables.push(runnable),
+            Some(Err(error)) => return Err(error.context(format!("starting {name}"))),
+            None => unreachable!("the registry only selects implemented controllers"),
+        }
+    }
+
+    let listener = TcpListener::bind(args.health_bind_address)
+        .await
+        .with_context(|| format!("binding --health-bind-address {}", args.health_bind_address))?;
+    let health = listener.local_addr()?;
+    tokio::spawn(serve_health(listener, informers.clone(), metrics.clone()));
+    info!(group = %args.group, controllers = ?selected, health = %health, informer = %args.informer, "worker starting");
+
+    informers.start();
+    let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    tokio::select! {
+        _ = informers.wait_for_sync() => {}
+        _ = terminate.recv() => return Ok(()),
+        _ = interrupt.recv() => return Ok(()),
+    }
+    info!(group = %args.group, resources = ?informers.resources(), "worker ready: stores synced");
+
+    let queues: Vec<_> = runnables.iter().map(|r| r.queue.clone()).collect();
+    let running: Vec<_> = runnables
+        .into_iter()
+        .map(|runnable| tokio::spawn(runnable.run(metrics.clone())))
+        .collect();
+    tokio::select! {
+        _ = terminate.recv() => info!("SIGTERM: finishing in-flight work"),
+        _ = interrupt.recv() => info!("SIGINT: finishing in-flight work"),
+    }
+    futures::future::join_all(
+        queues
+            .iter()
+            .map(|queue| shut_down(queue, args.shutdown_timeout)),
+    )
+    .await;
+    for handle in running {
+        if tokio::time::timeout(Duration::from_secs(1), handle)
+            .await
+            .is_err()
+        {
+            warn!("a controller did not stop in time");
+        }
+    }
+    info!(group = %args.group, "worker stopped");
+    Ok(())
+}
+
+fn signal(kind: tokio::signal::unix::SignalKind) -> anyhow::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(kind).context("installing a signal handler")
+}
+
+async fn serve_health(listener: TcpListener, informers: Arc<Informers>, metrics: Metrics) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                warn!(%error, "health listener accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let informers = informers.clone();
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let informers = informers.clone();
+                let metrics = metrics.clone();
+                async move { Ok::<_, Infallible>(respond(&request, &informers, &metrics)) }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn respond(
+    request: &Request<Incoming>,
+    informers: &Informers,
+    metrics: &Metrics,
+) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/healthz" | "/livez" => (200, "text/plain; charset=utf-8", "ok".to_string()),
+        "/readyz" => {
+            let unsynced = informers.unsynced();
+            if unsynced.is_empty() {
+                (200, "text/plain; charset=utf-8", "ok".to_string())
+            } else {
+                (
+                    500,
+                    "text/plain; charset=utf-8",
+                    format!("stores not synced yet: {}\n", unsynced.join(", ")),
+                )
+            }
+        }
+        "/metrics" => (
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.encode(),
+        ),
+        _ => (
+            404,
+            "text/plain; charset=utf-8",
+            "404 page not found\n".to_string(),
+        ),
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("12h"), Ok(Duration::from_secs(12 * 3600)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_go_duration("12").is_err());
+        assert!(parse_go_duration("h").is_err());
+        assert!(parse_go_duration("").is_err());
+    }
+}

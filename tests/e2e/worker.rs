@@ -1,0 +1,492 @@
+//! End-to-end tests of `rkcm worker` with KCM's deployment, replicaset and serviceaccount
+//! controllers: the test cluster (kube-sim with simulated nodes in this process, or
+//! RKCM_TEST_KUBECONFIG's real cluster and its nodes), the real `rkcm informer-server`
+//! and `rkcm worker` as separate processes, and every check made with the real kubectl
+//! or kube-rs, as a user would.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams};
+use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use rkcm_conformance::{wait_for, TestCluster};
+
+const WAIT: Duration = Duration::from_secs(90);
+const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
+const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
+
+/// The cluster, its simulated nodes (kube-sim only), the informer-server and a worker
+/// running deployment, replicaset and serviceaccount.
+struct Stack {
+    cluster: TestCluster,
+    informer: InformerServer,
+    worker: Worker,
+    _nodes: Option<NodeSim>,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl Stack {
+    async fn start() -> Stack {
+        let cluster = TestCluster::start().await.unwrap();
+        let serial = serial_on_real_cluster(&cluster).await;
+        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
+        let worker = Worker::start(
+            &cluster,
+            &informer,
+            &["--controllers", "deployment,replicaset,serviceaccount"],
+        )
+        .await
+        .unwrap();
+        let nodes = match cluster.sim.is_some() {
+            true => {
+                let yaml = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
+                let client = nodesim::client_from_kubeconfig(&yaml).await.unwrap();
+                Some(NodeSim::start(
+                    client,
+                    NodeSimConfig {
+                        nodes: 3,
+                        start_delay: Duration::from_millis(100),
+                        ..Default::default()
+                    },
+                ))
+            }
+            // A real cluster's own nodes run the pods.
+            false => None,
+        };
+        Stack {
+            cluster,
+            informer,
+            worker,
+            _nodes: nodes,
+            _serial: serial,
+        }
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> String {
+        match self.cluster.kubectl_ok(args).await {
+            Ok(out) => out,
+            Err(error) => panic!("{error:#}\nworker log:\n{}", self.worker.log()),
+        }
+    }
+
+    /// A namespace made with kubectl, ready once the serviceaccount controller has made
+    /// its `default` ServiceAccount (pods are refused before that).
+    async fn namespace(&self, prefix: &str) -> String {
+        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
+        self.kubectl(&["create", "namespace", &name]).await;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.cluster.client.clone(), &name);
+        wait_for(
+            "the default ServiceAccount of a new namespace",
+            WAIT,
+            || {
+                let accounts = accounts.clone();
+                async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", self.worker.log()));
+        name
+    }
+
+    async fn rollout_status(&self, ns: &str, deployment: &str) {
+        self.kubectl(&[
+            "rollout",
+            "status",
+            &format!("deployment/{deployment}"),
+            "-n",
+            ns,
+            "--timeout=90s",
+        ])
+        .await;
+    }
+
+    async fn replica_sets(&self, ns: &str) -> Vec<ReplicaSet> {
+        Api::<ReplicaSet>::namespaced(self.cluster.client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+    }
+
+    /// Pods that are not being deleted.
+    async fn live_pods(&self, ns: &str) -> Vec<Pod> {
+        Api::<Pod>::namespaced(self.cluster.client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .collect()
+    }
+
+    async fn wait_live_pods(&self, ns: &str, count: usize) {
+        let what = format!("{count} live pods");
+        wait_for(&what, WAIT, || async {
+            Ok((self.live_pods(ns).await.len() == count).then_some(()))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", self.worker.log()));
+    }
+}
+
+fn annotation(rs: &ReplicaSet, key: &str) -> Option<String> {
+    rs.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+fn replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+}
+
+/// ReplicaSet revision -> (spec.replicas, image).
+fn by_revision(list: &[ReplicaSet]) -> BTreeMap<String, (i32, String)> {
+    list.iter()
+        .map(|rs| {
+            let image = rs
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.as_ref())
+                .and_then(|t| t.spec.as_ref())
+                .map(|s| s.containers[0].image.clone().unwrap_or_default())
+                .unwrap_or_default();
+            (
+                annotation(rs, "deployment.kubernetes.io/revision").unwrap_or_default(),
+                (replicas(rs), image),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
+    let s = Stack::start().await;
+    let ns = s.namespace("deploy").await;
+    s.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        IMAGE_1,
+        "--replicas",
+        "3",
+        "-n",
+        &ns,
+    ])
+    .await;
+    s.rollout_status(&ns, "web").await;
+    let deployments: Api<Deployment> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let web = deployments.get("web").await.unwrap();
+    let status = web.status.clone().unwrap();
+    assert_eq!(
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.available_replicas,
+            status.updated_replicas
+        ),
+        (Some(3), Some(3), Some(3), Some(3))
+    );
+    assert_eq!(status.observed_generation, web.metadata.generation);
+    let conditions: BTreeMap<_, _> = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.type_, (c.status, c.reason.unwrap_or_default())))
+        .collect();
+    assert_eq!(
+        conditions["Available"],
+        ("True".into(), "MinimumReplicasAvailable".into())
+    );
+    assert_eq!(
+        conditions["Progressing"],
+        ("True".into(), "NewReplicaSetAvailable".into())
+    );
+    assert_eq!(
+        web.metadata.annotations.unwrap()["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    let first = s.replica_sets(&ns).await;
+    assert_eq!(first.len(), 1);
+    let hash = first[0].metadata.labels.as_ref().unwrap()["pod-template-hash"].clone();
+    assert_eq!(
+        first[0].metadata.name.as_deref(),
+        Some(format!("web-{hash}").as_str())
+    );
+    assert_eq!(
+        annotation(&first[0], "deployment.kubernetes.io/desired-replicas").as_deref(),
+        Some("3")
+    );
+    assert_eq!(
+        annotation(&first[0], "deployment.kubernetes.io/max-replicas").as_deref(),
+        Some("4")
+    );
+
+    // a new template rolls a new ReplicaSet in and the old one out
+    s.kubectl(&[
+        "set",
+        "image",
+        "deployment/web",
+        &format!("pause={IMAGE_2}"),
+        "-n",
+        &ns,
+    ])
+    .await;
+    s.rollout_status(&ns, "web").await;
+    let rolled = by_revision(&s.replica_sets(&ns).await);
+    assert_eq!(
+        rolled,
+        BTreeMap::from([
+            ("1".to_string(), (0, IMAGE_1.to_string())),
+            ("2".to_string(), (3, IMAGE_2.to_string())),
+        ])
+    );
+    let history = s
+        .kubectl(&["rollout", "history", "deployment/web", "-n", &ns])
+        .await;
+    let revisions: Vec<&str> = history
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|word| word.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+
+    // undo brings revision 1's template back as revision 3
+    s.kubectl(&["rollout", "undo", "deployment/web", "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "web").await;
+    let undone = by_revision(&s.replica_sets(&ns).await);
+    assert_eq!(
+        undone,
+        BTreeMap::from([
+            ("2".to_string(), (0, IMAGE_2.to_string())),
+            ("3".to_string(), (3, IMAGE_1.to_string())),
+        ])
+    );
+    let restored = s
+        .replica_sets(&ns)
+        .await
+        .into_iter()
+        .find(|rs| replicas(rs) == 3)
+        .unwrap();
+    assert_eq!(
+        annotation(&restored, "deployment.kubernetes.io/revision-history").as_deref(),
+        Some("1")
+    );
+    let history = s
+        .kubectl(&["rollout", "history", "deployment/web", "-n", &ns])
+        .await;
+    assert!(
+        history.contains("\n2 ") && history.contains("\n3 "),
+        "{history}"
+    );
+
+    // scale out and in
+    s.kubectl(&["scale", "deployment/web", "--replicas", "6", "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "web").await;
+    s.wait_live_pods(&ns, 6).await;
+    s.kubectl(&["scale", "deployment/web", "--replicas", "2", "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "web").await;
+    s.wait_live_pods(&ns, 2).await;
+
+    // a deleted pod is replaced
+    let victim = s.live_pods(&ns).await[0].metadata.name.clone().unwrap();
+    s.kubectl(&["delete", "pod", &victim, "-n", &ns, "--wait=false"])
+        .await;
+    wait_for("a replacement pod", WAIT, || async {
+        let pods = s.live_pods(&ns).await;
+        Ok((pods.len() == 2
+            && pods
+                .iter()
+                .all(|p| p.metadata.name.as_deref() != Some(&victim)))
+        .then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // what kubectl describe shows
+    let events = s
+        .kubectl(&[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "-o",
+            "custom-columns=REASON:.reason,SOURCE:.source.component",
+        ])
+        .await;
+    for expected in [
+        "ScalingReplicaSet   deployment-controller",
+        "SuccessfulCreate    replicaset-controller",
+        "SuccessfulDelete    replicaset-controller",
+    ] {
+        assert!(
+            events.contains(expected),
+            "no {expected:?} event in:\n{events}"
+        );
+    }
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_worker_mid_rollout_ends_with_exactly_the_desired_pods() {
+    let mut s = Stack::start().await;
+    let ns = s.namespace("kill").await;
+    s.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        IMAGE_1,
+        "--replicas",
+        "10",
+        "-n",
+        &ns,
+    ])
+    .await;
+    s.rollout_status(&ns, "web").await;
+    s.kubectl(&[
+        "set",
+        "image",
+        "deployment/web",
+        &format!("pause={IMAGE_2}"),
+        "-n",
+        &ns,
+    ])
+    .await;
+    // Kill it once the new ReplicaSet has started growing.
+    wait_for("the new ReplicaSet to grow", WAIT, || async {
+        Ok(s.replica_sets(&ns)
+            .await
+            .iter()
+            .any(|rs| {
+                annotation(rs, "deployment.kubernetes.io/revision").as_deref() == Some("2")
+                    && replicas(rs) > 0
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    s.worker.kill().await.unwrap();
+    s.worker.restart().await.unwrap();
+    s.rollout_status(&ns, "web").await;
+    s.wait_live_pods(&ns, 10).await;
+    let sets = s.replica_sets(&ns).await;
+    let pods = s.live_pods(&ns).await;
+    for rs in &sets {
+        let uid = rs.metadata.uid.clone().unwrap();
+        let owned = pods
+            .iter()
+            .filter(|pod| {
+                pod.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid)
+            })
+            .count();
+        assert_eq!(
+            owned as i32,
+            replicas(rs),
+            "ReplicaSet {:?} owns {owned} live pods",
+            rs.metadata.name
+        );
+    }
+    assert_eq!(
+        by_revision(&sets).get("2").map(|(n, _)| *n),
+        Some(10),
+        "{:?}",
+        by_revision(&sets)
+    );
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_default_service_account_is_recreated() {
+    let s = Stack::start().await;
+    let ns = s.namespace("sa").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let before = accounts.get("default").await.unwrap().metadata.uid;
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("a new default ServiceAccount", WAIT, || async {
+        Ok(accounts
+            .get_opt("default")
+            .await?
+            .filter(|sa| sa.metadata.uid != before)
+            .map(|_| ()))
+    })
+    .await
+    .unwrap();
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_and_workqueue_metrics() {
+    let s = Stack::start().await;
+    let (code, body) = http_get(&s.worker.health, "/readyz").await.unwrap();
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    let ns = s.namespace("metrics").await;
+    s.kubectl(&["create", "deployment", "m", "--image", IMAGE_1, "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "m").await;
+    let (_, metrics) = http_get(&s.worker.health, "/metrics").await.unwrap();
+    for name in ["deployment", "replicaset", "serviceaccount"] {
+        assert!(
+            metrics.contains(&format!("workqueue_adds_total{{name=\"{name}\"}}")),
+            "no adds for {name}:\n{metrics}"
+        );
+    }
+    for family in [
+        "workqueue_depth",
+        "workqueue_queue_duration_seconds_bucket",
+        "workqueue_work_duration_seconds_bucket",
+        "workqueue_retries_total",
+        "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds",
+    ] {
+        assert!(metrics.contains(family), "no {family}:\n{metrics}");
+    }
+    assert!(
+        metrics.contains(
+            "running_managed_controllers{manager=\"rkcm\",name=\"deployment-controller\"} 1"
+        ),
+        "{metrics}"
+    );
+    let _ = &s.informer;
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_controller_lists_exit_2_with_the_reason() {
+    for (list, expected) in [
+        ("frobnicator", "is not a kube-controller-manager controller"),
+        (
+            "garbagecollector",
+            "garbage-collector-controller is not implemented in this version",
+        ),
+    ] {
+        let out = tokio::process::Command::new(RKCM)
+            .args([
+                "worker",
+                "--controllers",
+                list,
+                "--informer",
+                "unix:///nonexistent.sock",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+}
