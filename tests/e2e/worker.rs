@@ -490,3 +490,152 @@ async fn bad_controller_lists_exit_2_with_the_reason() {
         assert!(stderr.contains(expected), "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_template_the_api_server_rejects_is_reported_then_recovers_without_duplicates() {
+    let s = Stack::start().await;
+    let ns = s.namespace("reject").await;
+    // Pods naming a ServiceAccount that does not exist are refused by admission.
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"serviceAccountName": "builder",
+                    "containers": [{"name": "c", "image": IMAGE_1}]}}}}))
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(s.cluster.client.clone(), &ns);
+    deployments
+        .create(&Default::default(), &deployment)
+        .await
+        .unwrap();
+    let sets: Api<ReplicaSet> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let failure = wait_for("the ReplicaFailure condition", WAIT, || async {
+        let list = sets.list(&ListParams::default()).await?;
+        Ok(list.items.iter().find_map(|rs| {
+            rs.status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+                .cloned()
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+    assert_eq!(failure.reason.as_deref(), Some("FailedCreate"));
+    assert!(
+        failure
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("builder"),
+        "{failure:?}"
+    );
+    wait_for(
+        "the Deployment's ReplicaFailure condition",
+        WAIT,
+        || async {
+            let d = deployments.get("web").await?;
+            Ok(d.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "ReplicaFailure" && c.reason.as_deref() == Some("FailedCreate"))
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let events = s
+        .kubectl(&[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            "reason=FailedCreate",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(!events.trim().is_empty(), "no FailedCreate event");
+
+    // Once the account exists the backoff retries succeed: exactly 3 pods, and the
+    // failure condition is gone.
+    s.kubectl(&["create", "serviceaccount", "builder", "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "web").await;
+    s.wait_live_pods(&ns, 3).await;
+    wait_for("the ReplicaFailure condition to clear", WAIT, || async {
+        let list = sets.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .all(|rs| {
+                rs.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_none_or(|c| c.iter().all(|c| c.type_ != "ReplicaFailure"))
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_errors_and_dropped_streams_mid_scale_end_with_exactly_the_desired_pods() {
+    let s = Stack::start().await;
+    let Some(sim) = s
+        .cluster
+        .sim_only("fault injection (500s, dropped watches)")
+    else {
+        return;
+    };
+    let ns = s.namespace("faults").await;
+    s.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        IMAGE_1,
+        "--replicas",
+        "2",
+        "-n",
+        &ns,
+    ])
+    .await;
+    s.rollout_status(&ns, "web").await;
+    s.kubectl(&["scale", "deployment/web", "--replicas", "12", "-n", &ns])
+        .await;
+    sim.faults()
+        .fail_next(25, kube_sim::faults::Failure::Internal);
+    sim.faults().drop_watches();
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    wait_for("12 Running pods", WAIT, || async {
+        let list = pods.list(&ListParams::default()).await?;
+        let live: Vec<_> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let running = live
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        Ok((live.len() == 12 && running == 12).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+    s.rollout_status(&ns, "web").await;
+    // Give a duplicate every chance to show: the stores resync nothing new, so the
+    // count stays.
+    sim.faults().drop_watches();
+    s.kubectl(&["annotate", "deployment/web", "touched=1", "-n", &ns])
+        .await;
+    s.rollout_status(&ns, "web").await;
+    assert_eq!(s.live_pods(&ns).await.len(), 12);
+    s.cluster.cleanup().await;
+}

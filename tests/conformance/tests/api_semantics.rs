@@ -501,3 +501,49 @@ async fn pod_binding_graceful_deletion_and_eviction() {
         0
     );
 }
+
+/// A status write to a built-in kind keeps the stored spec but takes the request's
+/// metadata (kube-apiserver's status strategies reset only the spec, plus labels for
+/// Deployments): the deployment controller records `deployment.kubernetes.io/revision`
+/// through deployments/status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_writes_keep_the_spec_and_take_annotations() {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("status-meta").await.unwrap();
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), &ns);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d", "labels": {"app": "d"}},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}))
+    .unwrap();
+    let mut stored = api
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    stored
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("deployment.kubernetes.io/revision".into(), "1".into());
+    stored.metadata.labels = Some([("app".to_string(), "changed".to_string())].into());
+    stored.spec.as_mut().unwrap().replicas = Some(7);
+    stored.status = Some(serde_json::from_value(json!({"observedGeneration": 1})).unwrap());
+    let written = api
+        .replace_status("d", &PostParams::default(), &stored)
+        .await
+        .unwrap();
+    assert_eq!(
+        written.metadata.annotations.unwrap()["deployment.kubernetes.io/revision"],
+        "1",
+        "annotations come from the request"
+    );
+    assert_eq!(
+        written.metadata.labels.unwrap()["app"],
+        "d",
+        "a Deployment's labels are kept"
+    );
+    assert_eq!(written.spec.unwrap().replicas, Some(0), "the spec is kept");
+    assert_eq!(written.status.unwrap().observed_generation, Some(1));
+    c.cleanup().await;
+}

@@ -1,0 +1,264 @@
+//! Benchmark of `rkcm worker` with the deployment and replicaset controllers (release
+//! builds, informer-server and worker each their own process) on kube-sim with simulated
+//! nodes, against a baseline measured in the same run: a plain client creating the same
+//! 1000 pods directly (the API server's and the nodes' pace, with no controller).
+//!
+//! - 100 Deployments x 10 replicas until 1000 pods are Running, with KCM's default
+//!   client limits (--kube-api-qps 20, --kube-api-burst 30, per controller) and with the
+//!   limits lifted (--kube-api-qps 0), so the controllers' own cost shows;
+//! - peak RSS (VmHWM) of the informer-server and of the worker in each run.
+//!
+//! `cargo bench -p rkcm --bench worker`
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use serde_json::json;
+
+const DEPLOYMENTS: usize = 100;
+const REPLICAS: usize = 10;
+const PODS: usize = DEPLOYMENTS * REPLICAS;
+const IN_FLIGHT: usize = 16;
+
+fn peak_rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+async fn namespace(client: &kube::Client, name: &str, with_account: bool) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
+        )
+        .await?;
+    if with_account {
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+        accounts
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "default"}}))?,
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+async fn running(client: &kube::Client, ns: &str) -> anyhow::Result<usize> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    Ok(pods
+        .list_metadata(&ListParams::default().fields("status.phase=Running"))
+        .await?
+        .items
+        .len())
+}
+
+async fn until_running(
+    client: &kube::Client,
+    ns: &str,
+    start: Instant,
+) -> anyhow::Result<Duration> {
+    let deadline = start + Duration::from_secs(600);
+    loop {
+        if running(client, ns).await? >= PODS {
+            return Ok(start.elapsed());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{ns}: not all {PODS} pods Running after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs `count` creations, `IN_FLIGHT` at a time.
+async fn create_all<F, Fut>(count: usize, create: F) -> anyhow::Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    use futures::StreamExt;
+    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..count)
+        .map(create)
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn baseline(client: &kube::Client) -> anyhow::Result<Duration> {
+    let ns = "baseline";
+    namespace(client, ns, true).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    create_all(PODS, |i| {
+        let pods = pods.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("p-{i}"), "labels": {"app": format!("d{}", i / REPLICAS)}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))?;
+            pods.create(&PostParams::default(), &pod).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    until_running(client, ns, start).await
+}
+
+struct Run {
+    elapsed: Duration,
+    informer_rss: u64,
+    worker_rss: u64,
+}
+
+async fn with_rkcm(
+    client: &kube::Client,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    qps: &str,
+    burst: &str,
+) -> anyhow::Result<Run> {
+    let dir = tempfile::tempdir()?;
+    let socket = dir.path().join("informer.sock");
+    let mut informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
+        .arg("informer-server")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--listen")
+        .arg(format!("unix://{}", socket.display()))
+        .args([
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--kube-api-qps",
+            "0",
+        ])
+        .env("RKCM_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::UnixStream::connect(&socket).await.is_err() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the informer-server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
+        .arg("worker")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--informer")
+        .arg(format!("unix://{}", socket.display()))
+        .args(["--controllers", "deployment,replicaset,serviceaccount"])
+        .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
+        .env("RKCM_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    namespace(client, ns, false).await?;
+    // The serviceaccount controller makes the namespace usable.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while accounts.get_opt("default").await?.is_none() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the worker did not create {ns}'s default ServiceAccount"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    create_all(DEPLOYMENTS, |i| {
+        let deployments = deployments.clone();
+        async move {
+            let deployment: Deployment = serde_json::from_value(json!({
+                "metadata": {"name": format!("d{i}")},
+                "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": format!("d{i}")}},
+                    "template": {"metadata": {"labels": {"app": format!("d{i}")}},
+                        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}))?;
+            deployments.create(&PostParams::default(), &deployment).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let elapsed = until_running(client, ns, start).await?;
+    let run = Run {
+        elapsed,
+        informer_rss: peak_rss(informer.id().unwrap_or(0)),
+        worker_rss: peak_rss(worker.id().unwrap_or(0)),
+    };
+    let _ = worker.kill().await;
+    let _ = informer.kill().await;
+    Ok(run)
+}
+
+async fn run() -> anyhow::Result<()> {
+    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)?;
+    let client = sim.client().await?;
+    let yaml = std::fs::read_to_string(&kubeconfig)?;
+    // 110 pods per node: room for the three runs' 3000 pods.
+    let _nodes = NodeSim::start(
+        nodesim::client_from_kubeconfig(&yaml).await?,
+        NodeSimConfig {
+            nodes: 32,
+            start_delay: Duration::from_millis(100),
+            ..Default::default()
+        },
+    );
+    println!("worker benchmark (release; kube-sim and node-sim in the bench process, 32 simulated nodes)");
+    println!("{DEPLOYMENTS} Deployments x {REPLICAS} replicas until {PODS} pods Running; {IN_FLIGHT} creations in flight");
+    let base = baseline(&client).await?;
+    println!(
+        "baseline: a plain client creating {PODS} pods directly: {:.2} s",
+        base.as_secs_f64()
+    );
+    for (label, ns, qps, burst) in [
+        (
+            "KCM's client limits (qps 20, burst 30)",
+            "rkcm-default",
+            "20",
+            "30",
+        ),
+        ("client limits lifted (qps 0)", "rkcm-unlimited", "0", "30"),
+    ] {
+        let run = with_rkcm(&client, &kubeconfig, ns, qps, burst).await?;
+        println!(
+            "rkcm, {label}: {:.2} s = {:.2}x baseline; peak RSS informer-server {:.1} MiB, worker {:.1} MiB",
+            run.elapsed.as_secs_f64(),
+            run.elapsed.as_secs_f64() / base.as_secs_f64(),
+            run.informer_rss as f64 / 1048576.0,
+            run.worker_rss as f64 / 1048576.0,
+        );
+    }
+    println!(
+        "peak RSS of the bench process (kube-sim + node-sim + clients): {:.1} MiB",
+        peak_rss(std::process::id()) as f64 / 1048576.0
+    );
+    Ok(())
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if let Err(error) = runtime.block_on(run()) {
+        eprintln!("benchmark failed: {error:#}");
+        std::process::exit(1);
+    }
+}
