@@ -24,21 +24,7 @@ pub struct ClientFactory {
 
 impl ClientFactory {
     pub async fn new(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> anyhow::Result<Self> {
-        let config = match kubeconfig {
-            Some(path) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(
-                    kubeconfig,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await
-                .with_context(|| format!("loading kubeconfig {}", path.display()))?
-            }
-            None => kube::Config::infer()
-                .await
-                .context("no --kubeconfig given and no in-cluster config found")?,
-        };
+        let config = rkcm_informer_server::server::kube_config(kubeconfig).await?;
         Ok(ClientFactory { config, qps, burst })
     }
 

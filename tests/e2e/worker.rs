@@ -93,6 +93,29 @@ impl Stack {
         name
     }
 
+    /// `kubectl create deployment NAME --image IMAGE_1 --replicas N`.
+    async fn create_deployment(&self, ns: &str, name: &str, replicas: u32) {
+        let replicas = replicas.to_string();
+        self.kubectl(&[
+            "create",
+            "deployment",
+            name,
+            "--image",
+            IMAGE_1,
+            "--replicas",
+            &replicas,
+            "-n",
+            ns,
+        ])
+        .await;
+    }
+
+    async fn set_image(&self, ns: &str, deployment: &str, image: &str) {
+        let target = format!("deployment/{deployment}");
+        self.kubectl(&["set", "image", &target, &format!("pause={image}"), "-n", ns])
+            .await;
+    }
+
     async fn rollout_status(&self, ns: &str, deployment: &str) {
         self.kubectl(&[
             "rollout",
@@ -166,18 +189,7 @@ fn by_revision(list: &[ReplicaSet]) -> BTreeMap<String, (i32, String)> {
 async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     let s = Stack::start().await;
     let ns = s.namespace("deploy").await;
-    s.kubectl(&[
-        "create",
-        "deployment",
-        "web",
-        "--image",
-        IMAGE_1,
-        "--replicas",
-        "3",
-        "-n",
-        &ns,
-    ])
-    .await;
+    s.create_deployment(&ns, "web", 3).await;
     s.rollout_status(&ns, "web").await;
     let deployments: Api<Deployment> = Api::namespaced(s.cluster.client.clone(), &ns);
     let web = deployments.get("web").await.unwrap();
@@ -227,15 +239,7 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     );
 
     // a new template rolls a new ReplicaSet in and the old one out
-    s.kubectl(&[
-        "set",
-        "image",
-        "deployment/web",
-        &format!("pause={IMAGE_2}"),
-        "-n",
-        &ns,
-    ])
-    .await;
+    s.set_image(&ns, "web", IMAGE_2).await;
     s.rollout_status(&ns, "web").await;
     let rolled = by_revision(&s.replica_sets(&ns).await);
     assert_eq!(
@@ -338,28 +342,9 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
 async fn killing_the_worker_mid_rollout_ends_with_exactly_the_desired_pods() {
     let mut s = Stack::start().await;
     let ns = s.namespace("kill").await;
-    s.kubectl(&[
-        "create",
-        "deployment",
-        "web",
-        "--image",
-        IMAGE_1,
-        "--replicas",
-        "10",
-        "-n",
-        &ns,
-    ])
-    .await;
+    s.create_deployment(&ns, "web", 10).await;
     s.rollout_status(&ns, "web").await;
-    s.kubectl(&[
-        "set",
-        "image",
-        "deployment/web",
-        &format!("pause={IMAGE_2}"),
-        "-n",
-        &ns,
-    ])
-    .await;
+    s.set_image(&ns, "web", IMAGE_2).await;
     // Kill it once the new ReplicaSet has started growing.
     wait_for("the new ReplicaSet to grow", WAIT, || async {
         Ok(s.replica_sets(&ns)
@@ -435,8 +420,7 @@ async fn readyz_and_workqueue_metrics() {
     let (code, body) = http_get(&s.worker.health, "/readyz").await.unwrap();
     assert_eq!((code, body.as_str()), (200, "ok"));
     let ns = s.namespace("metrics").await;
-    s.kubectl(&["create", "deployment", "m", "--image", IMAGE_1, "-n", &ns])
-        .await;
+    s.create_deployment(&ns, "m", 1).await;
     s.rollout_status(&ns, "m").await;
     let (_, metrics) = http_get(&s.worker.health, "/metrics").await.unwrap();
     for name in ["deployment", "replicaset", "serviceaccount"] {
@@ -595,18 +579,7 @@ async fn api_server_errors_and_dropped_streams_mid_scale_end_with_exactly_the_de
         return;
     };
     let ns = s.namespace("faults").await;
-    s.kubectl(&[
-        "create",
-        "deployment",
-        "web",
-        "--image",
-        IMAGE_1,
-        "--replicas",
-        "2",
-        "-n",
-        &ns,
-    ])
-    .await;
+    s.create_deployment(&ns, "web", 2).await;
     s.rollout_status(&ns, "web").await;
     s.kubectl(&["scale", "deployment/web", "--replicas", "12", "-n", &ns])
         .await;

@@ -220,28 +220,17 @@ impl Controller {
             .as_ref()
             .and_then(|spec| spec.paused)
             .unwrap_or(false);
-        let new_condition = if paused && !paused_condition {
-            util::new_deployment_condition(
-                util::DEPLOYMENT_PROGRESSING,
-                util::CONDITION_UNKNOWN,
-                util::PAUSED_DEPLOY_REASON,
-                "Deployment is paused",
-                Timestamp::now(),
-            )
-        } else if !paused && paused_condition {
-            util::new_deployment_condition(
-                util::DEPLOYMENT_PROGRESSING,
-                util::CONDITION_UNKNOWN,
-                util::RESUMED_DEPLOY_REASON,
-                "Deployment is resumed",
-                Timestamp::now(),
-            )
-        } else {
-            return Ok(());
+        let (reason, message) = match (paused, paused_condition) {
+            (true, false) => (util::PAUSED_DEPLOY_REASON, "Deployment is paused"),
+            (false, true) => (util::RESUMED_DEPLOY_REASON, "Deployment is resumed"),
+            _ => return Ok(()),
         };
-        util::set_deployment_condition(
-            d.status.get_or_insert_with(Default::default),
-            new_condition,
+        set_condition(
+            d,
+            util::DEPLOYMENT_PROGRESSING,
+            util::CONDITION_UNKNOWN,
+            reason,
+            message,
         );
         self.update_status(d).await?;
         Ok(())
@@ -312,16 +301,12 @@ impl Controller {
                     "Found new replica set {:?}",
                     rs.metadata.name.as_deref().unwrap_or_default()
                 );
-                let condition = util::new_deployment_condition(
+                set_condition(
+                    d,
                     util::DEPLOYMENT_PROGRESSING,
                     util::CONDITION_TRUE,
                     util::FOUND_NEW_RS_REASON,
                     &message,
-                    Timestamp::now(),
-                );
-                util::set_deployment_condition(
-                    d.status.get_or_insert_with(Default::default),
-                    condition,
                 );
                 needs_update = true;
             }
@@ -424,16 +409,12 @@ impl Controller {
                     api_error_text(&error)
                 );
                 if util::has_progress_deadline(d) {
-                    let condition = util::new_deployment_condition(
+                    set_condition(
+                        d,
                         util::DEPLOYMENT_PROGRESSING,
                         util::CONDITION_FALSE,
                         util::FAILED_RS_CREATE_REASON,
                         &message,
-                        Timestamp::now(),
-                    );
-                    util::set_deployment_condition(
-                        d.status.get_or_insert_with(Default::default),
-                        condition,
                     );
                     let _ = self.update_status(d).await;
                 }
@@ -452,16 +433,12 @@ impl Controller {
         }
         let mut needs_update = util::set_deployment_revision(d, &new_revision);
         if !already_exists && util::has_progress_deadline(d) {
-            let condition = util::new_deployment_condition(
+            set_condition(
+                d,
                 util::DEPLOYMENT_PROGRESSING,
                 util::CONDITION_TRUE,
                 util::NEW_REPLICA_SET_REASON,
                 &format!("Created new replica set {rs_name:?}"),
-                Timestamp::now(),
-            );
-            util::set_deployment_condition(
-                d.status.get_or_insert_with(Default::default),
-                condition,
             );
             needs_update = true;
         }
@@ -674,31 +651,35 @@ impl Controller {
     /// PUTs the Deployment's status and keeps the returned resourceVersion, so a later
     /// write in the same sync does not conflict with this one.
     pub(super) async fn update_status(&self, d: &mut Deployment) -> anyhow::Result<()> {
-        let namespace = d.metadata.namespace.clone().unwrap_or_default();
-        let name = d.metadata.name.clone().unwrap_or_default();
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
         if let Some(status) = d.status.as_mut() {
             omit_zero_counts(status);
         }
-        let updated = api
-            .replace_status(&name, &PostParams::default(), d)
-            .await
-            .with_context(|| format!("updating status of Deployment {namespace}/{name}"))?;
+        let updated = self.put(d, true).await?;
         d.metadata.resource_version = updated.metadata.resource_version;
         Ok(())
     }
 
-    /// PUTs the whole Deployment (rollback), keeping the returned version.
+    /// PUTs the whole Deployment (rollback), keeping what the server stored.
     pub(super) async fn update_deployment(&self, d: &mut Deployment) -> anyhow::Result<()> {
+        *d = self.put(d, false).await?;
+        Ok(())
+    }
+
+    async fn put(&self, d: &Deployment, status: bool) -> anyhow::Result<Deployment> {
         let namespace = d.metadata.namespace.clone().unwrap_or_default();
         let name = d.metadata.name.clone().unwrap_or_default();
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
-        let updated = api
-            .replace(&name, &PostParams::default(), d)
-            .await
-            .with_context(|| format!("updating Deployment {namespace}/{name}"))?;
-        *d = updated;
-        Ok(())
+        let written = if status {
+            api.replace_status(&name, &PostParams::default(), d).await
+        } else {
+            api.replace(&name, &PostParams::default(), d).await
+        };
+        let what = if status {
+            "status of Deployment"
+        } else {
+            "Deployment"
+        };
+        written.with_context(|| format!("updating {what} {namespace}/{name}"))
     }
 }
 
@@ -782,4 +763,17 @@ fn omit_zero_counts(status: &mut DeploymentStatus) {
             *count = None;
         }
     }
+}
+
+/// Sets a condition on the Deployment's status, stamped now.
+pub(super) fn set_condition(
+    d: &mut Deployment,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
+    let condition =
+        util::new_deployment_condition(type_, status, reason, message, Timestamp::now());
+    util::set_deployment_condition(d.status.get_or_insert_with(Default::default), condition);
 }
