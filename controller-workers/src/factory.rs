@@ -13,9 +13,11 @@ use rkcm_proto::v1::informer_client::InformerClient;
 use serde::de::DeserializeOwned;
 use tonic::transport::Channel;
 
+use rkcm_proto::v1::Shard;
+
 use crate::informer::{path, Informer};
 
-type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration) + Send>;
+type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration, Option<Shard>) + Send>;
 
 struct Entry {
     informer: Arc<dyn Any + Send + Sync>,
@@ -28,6 +30,7 @@ pub struct Informers {
     client: InformerClient<Channel>,
     subscriber: String,
     min_resync: Duration,
+    shard: Option<Shard>,
     entries: Mutex<HashMap<TypeId, Entry>>,
 }
 
@@ -37,8 +40,15 @@ impl Informers {
             client,
             subscriber,
             min_resync,
+            shard: None,
             entries: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Streams only one namespace-hash shard, `(index, count)`.
+    pub fn with_shard(mut self, shard: Option<(u32, u32)>) -> Self {
+        self.shard = shard.map(|(index, count)| Shard { index, count });
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TypeId, Entry>> {
@@ -61,8 +71,8 @@ impl Informers {
                 resource: path(informer.resource()),
                 informer: informer as Arc<dyn Any + Send + Sync>,
                 synced: Box::new(move || for_sync.has_synced()),
-                starter: Some(Box::new(move |client, subscriber, resync| {
-                    tokio::spawn(for_start.run(client, subscriber, resync));
+                starter: Some(Box::new(move |client, subscriber, resync, shard| {
+                    tokio::spawn(for_start.run(client, subscriber, resync, shard));
                 })),
             }
         });
@@ -82,6 +92,7 @@ impl Informers {
                     self.client.clone(),
                     self.subscriber.clone(),
                     self.min_resync,
+                    self.shard.clone(),
                 );
             }
         }

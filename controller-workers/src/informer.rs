@@ -136,10 +136,12 @@ where
         client: InformerClient<Channel>,
         subscriber: String,
         min_resync: Duration,
+        shard: Option<rkcm_proto::v1::Shard>,
     ) {
         let request = WatchRequest {
             resource: Some(self.resource.clone()),
             subscriber,
+            shard,
             ..Default::default()
         };
         let stream = client::watch::<K>(client, request);

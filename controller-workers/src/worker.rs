@@ -77,9 +77,24 @@ pub struct Args {
     /// Where to serve /healthz, /readyz and /metrics (HOST:PORT; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub health_bind_address: SocketAddr,
+    /// Handle only the objects of one namespace-hash shard, INDEX/COUNT (e.g. 0/2): the
+    /// informer-server's shard filter, for a group split over several processes.
+    #[arg(long, value_parser = parse_shard)]
+    pub shard: Option<(u32, u32)>,
     /// How long SIGTERM waits for in-flight syncs (Go duration).
     #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
     pub shutdown_timeout: Duration,
+}
+
+fn parse_shard(text: &str) -> Result<(u32, u32), String> {
+    let invalid = || format!("invalid shard {text:?}: expected INDEX/COUNT with INDEX < COUNT, e.g. 0/2");
+    let (index, count) = text.split_once('/').ok_or_else(invalid)?;
+    let index: u32 = index.parse().map_err(|_| invalid())?;
+    let count: u32 = count.parse().map_err(|_| invalid())?;
+    if count == 0 || index >= count {
+        return Err(invalid());
+    }
+    Ok((index, count))
 }
 
 /// A bad command line: the binary exits 2, as for unknown flags.
@@ -176,11 +191,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let metrics = Metrics::new();
-    let informers = Arc::new(Informers::new(
-        informer_client,
-        format!("{USER_AGENT_PREFIX} group={}", args.group),
-        args.min_resync_period,
-    ));
+    let informers = Arc::new(
+        Informers::new(
+            informer_client,
+            format!("{USER_AGENT_PREFIX} group={}", args.group),
+            args.min_resync_period,
+        )
+        .with_shard(args.shard),
+    );
     let context = ControllerContext {
         informers: informers.clone(),
         clients,

@@ -1,6 +1,14 @@
 //! `rkcm`: the one product binary. Each role is a subcommand, so a static pod runs one
 //! image and the launcher re-executes itself for its children.
 
+mod dev;
+mod flags;
+mod groups;
+mod launcher;
+mod leader;
+mod serve;
+mod supervisor;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -19,17 +27,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// What the static pod runs in place of kube-controller-manager: leader election on
+    /// the kube-controller-manager Lease, the informer-server and one worker per
+    /// controller group as supervised child processes, and the secure port (10257).
+    Launcher(Box<flags::LauncherArgs>),
     /// Lists and watches the API server once per resource, caches, and serves the cache
     /// and its changes over gRPC (rkcm.informer.v1).
     InformerServer(rkcm_informer_server::Args),
     /// Runs a group of KCM's controllers, fed by the informer-server's stream and
     /// writing to the API server.
     Worker(rkcm_controller_workers::worker::Args),
+    /// Starts a development cluster (kube-sim with simulated nodes) and the launcher on
+    /// it, with a demo Deployment.
+    Dev(dev::DevArgs),
 }
 
-fn init_logging() {
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RKCM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -39,7 +54,11 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let default_log = match &cli.command {
+        Command::Launcher(args) => args.log_filter(),
+        _ => "info",
+    };
+    init_logging(default_log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -52,8 +71,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Launcher(args) => launcher::run(*args).await,
             Command::InformerServer(args) => rkcm_informer_server::run(args).await,
             Command::Worker(args) => rkcm_controller_workers::worker::run(args).await,
+            Command::Dev(args) => dev::run(args).await,
         }
     });
     match result {

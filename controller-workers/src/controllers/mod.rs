@@ -17,3 +17,15 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<R
         _ => return None,
     })
 }
+
+/// The resources a controller's informers watch, as the informer-server's `--warm`
+/// takes them: a launcher warms them while it waits for the lease, so a new leader's
+/// workers start on a synced cache.
+pub fn resources(name: &str) -> &'static [&'static str] {
+    match name {
+        "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
+        "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
+        "deployment-controller" => &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"],
+        _ => &[],
+    }
+}

@@ -1,0 +1,144 @@
+//! `rkcm dev`: the whole thing on one machine, for a first look. It starts the embedded
+//! development cluster (kube-sim and node-sim's simulated nodes), then `rkcm launcher`
+//! as its own process (which starts the informer-server and the workers), writes a
+//! kubeconfig, creates a small demo (namespace `rkcm-demo` with a Deployment `hello`),
+//! and says how to watch it with kubectl, grpcurl and curl. Ctrl-C stops everything.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::info;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    /// Where to write the development cluster's admin kubeconfig.
+    #[arg(long, default_value = "./rkcm-dev.kubeconfig")]
+    pub kubeconfig_out: PathBuf,
+    /// The development API server's address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// The launcher's secure port (its /healthz, /readyz, /metrics).
+    #[arg(long, default_value_t = 10257)]
+    pub secure_port: u16,
+    /// The launcher's runtime directory (the informer-server's socket is in it).
+    #[arg(long, default_value = "./.rkcm-dev")]
+    pub runtime_dir: PathBuf,
+    /// Do not create the demo namespace and Deployment.
+    #[arg(long)]
+    pub no_demo: bool,
+}
+
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let sim = kube_sim::KubeSim::start(kube_sim::Config {
+        listen: args.listen,
+        ..Default::default()
+    })
+    .await
+    .context("starting the development cluster")?;
+    sim.write_kubeconfig(&args.kubeconfig_out)
+        .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
+    let kubeconfig = std::fs::canonicalize(&args.kubeconfig_out)?;
+    info!(url = %sim.url(), kubeconfig = %kubeconfig.display(), "development cluster ready");
+    let _nodes = NodeSim::start(
+        nodesim::client_from_kubeconfig(sim.kubeconfig()).await?,
+        NodeSimConfig {
+            nodes: args.nodes,
+            ..Default::default()
+        },
+    );
+    std::fs::create_dir_all(&args.runtime_dir)
+        .with_context(|| format!("creating {}", args.runtime_dir.display()))?;
+    let runtime_dir = std::fs::canonicalize(&args.runtime_dir)?;
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    crate::supervisor::die_with_parent_in_own_group(&mut command);
+    let mut launcher = command
+        .arg("launcher")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--runtime-dir")
+        .arg(&runtime_dir)
+        .args(["--bind-address", "127.0.0.1", "--secure-port", &args.secure_port.to_string()])
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting rkcm launcher")?;
+
+    let client = sim.client().await?;
+    if !args.no_demo {
+        create_demo(&client).await?;
+    }
+    let socket = runtime_dir.join("informer.sock");
+    println!(
+        "\nrkcm dev is running: kube-sim at {url} with {nodes} simulated nodes, rkcm launcher (pid {pid}).\n\
+         \n  export KUBECONFIG={kc}\n\
+         \x20 kubectl get deployments,replicasets,pods -n rkcm-demo\n\
+         \x20 kubectl scale deployment/hello -n rkcm-demo --replicas=5\n\
+         \x20 kubectl set image deployment/hello -n rkcm-demo pause=registry.k8s.io/pause:3.10\n\
+         \x20 grpcurl -plaintext -unix {socket} list\n\
+         \x20 grpcurl -plaintext -unix -d '{{\"resource\":{{\"group\":\"apps\",\"version\":\"v1\",\"resource\":\"deployments\"}},\"namespace\":\"rkcm-demo\"}}' {socket} rkcm.informer.v1.Informer/Watch\n\
+         \x20 curl -k https://127.0.0.1:{port}/healthz\n\
+         \nCtrl-C stops everything.\n",
+        url = sim.url(),
+        nodes = args.nodes,
+        pid = launcher.id().unwrap_or(0),
+        kc = kubeconfig.display(),
+        socket = socket.display(),
+        port = args.secure_port,
+    );
+
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let exited = tokio::select! {
+        status = launcher.wait() => Some(status),
+        _ = terminate.recv() => None,
+        _ = interrupt.recv() => None,
+    };
+    if let Some(status) = exited {
+        anyhow::bail!("rkcm launcher exited: {:?}", status.ok());
+    }
+    info!("stopping");
+    if let Some(pid) = launcher.id() {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(40), launcher.wait()).await.is_err() {
+        let _ = launcher.kill().await;
+    }
+    Ok(())
+}
+
+async fn create_demo(client: &kube::Client) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "rkcm-demo"}}))?,
+        )
+        .await
+        .context("creating the demo namespace")?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "rkcm-demo");
+    let hello: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "hello", "labels": {"app": "hello"}},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "hello"}},
+            "template": {"metadata": {"labels": {"app": "hello"}},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}]}}}}))?;
+    deployments
+        .create(&PostParams::default(), &hello)
+        .await
+        .context("creating the demo Deployment")?;
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `rkcm launcher`'s flags: kube-controller-manager's names and defaults for what rkcm
+//! does, plus rkcm's own (`--process-groups`, `--runtime-dir`). KCM flags that belong to
+//! controllers or features rkcm does not have yet are accepted, so kubeadm's manifest
+//! starts unchanged, and each one given is named in a startup warning. A flag KCM does
+//! not have is an error (exit 2), as clap reports it.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ArgAction;
+use rkcm_controller_workers::worker::parse_go_duration;
+
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_go_duration(text)
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LauncherArgs {
+    /// Path to a kubeconfig file with authorization and master location information.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The address of the Kubernetes API server (overrides any value in kubeconfig).
+    #[arg(long)]
+    pub master: Option<String>,
+    /// A list of controllers to enable. '*' enables all on-by-default controllers, 'foo'
+    /// enables the controller named 'foo', '-foo' disables the controller named 'foo'.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+    /// The number of deployment objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_deployment_syncs: usize,
+    /// The number of replica sets that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_replicaset_syncs: usize,
+    /// QPS to use while talking with kubernetes apiserver.
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Burst to use while talking with kubernetes apiserver.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// The resync period in reflectors will be random between MinResyncPeriod and
+    /// 2*MinResyncPeriod.
+    #[arg(long, default_value = "12h", value_parser = duration)]
+    pub min_resync_period: Duration,
+    /// Start a leader election client and gain leadership before executing the main loop.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// The duration that non-leader candidates will wait after observing a leadership
+    /// renewal until attempting to acquire leadership.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// The interval between attempts by the acting master to renew a leadership slot
+    /// before it stops leading.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// The duration the clients should wait between attempting acquisition and renewal
+    /// of a leadership.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub leader_elect_retry_period: Duration,
+    /// The type of resource object that is used for locking during leader election
+    /// (only `leases`, KCM's default).
+    #[arg(long, default_value = "leases", value_parser = ["leases"])]
+    pub leader_elect_resource_lock: String,
+    /// The name of resource object that is used for locking during leader election.
+    #[arg(long, default_value = "kube-controller-manager")]
+    pub leader_elect_resource_name: String,
+    /// The namespace of resource object that is used for locking during leader election.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// The port on which to serve HTTPS with authentication and authorization. If 0,
+    /// don't serve HTTPS at all.
+    #[arg(long, default_value_t = 10257)]
+    pub secure_port: u16,
+    /// File containing the default x509 Certificate for HTTPS (a self-signed one is made
+    /// in memory without it).
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to
+    /// create tokenreviews.authentication.k8s.io.
+    #[arg(long)]
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to
+    /// create subjectaccessreviews.authorization.k8s.io.
+    #[arg(long)]
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// A list of HTTP paths to skip during authorization.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// Number for the log level verbosity (0-10; 4 and above log debug detail).
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+
+    /// rkcm: the controller groups, one worker process each (YAML; see README).
+    #[arg(long)]
+    pub process_groups: Option<PathBuf>,
+    /// rkcm: where the informer-server's socket and per-instance files live.
+    #[arg(long, default_value = "/var/run/rkcm")]
+    pub runtime_dir: PathBuf,
+    /// rkcm: how long SIGTERM waits for children to finish in-flight work.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub shutdown_grace_period: Duration,
+
+    // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
+    // them yet, and names each one given in a warning at start.
+    /// Not acted on yet: per-controller service account credentials.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub use_service_account_credentials: Option<bool>,
+    /// Not acted on yet (root-ca-cert-publisher, serviceaccount-token).
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
+    /// Not acted on yet (serviceaccount-token).
+    #[arg(long)]
+    pub service_account_private_key_file: Option<PathBuf>,
+    /// Not acted on yet (csrsigning).
+    #[arg(long)]
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// Not acted on yet (csrsigning).
+    #[arg(long)]
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// Not acted on yet (csrsigning).
+    #[arg(long)]
+    pub cluster_signing_duration: Option<String>,
+    /// Not acted on yet.
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Not acted on yet (node-ipam).
+    #[arg(long)]
+    pub cluster_cidr: Option<String>,
+    /// Not acted on yet (node-ipam).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allocate_node_cidrs: Option<bool>,
+    /// Not acted on yet (node-ipam).
+    #[arg(long)]
+    pub service_cluster_ip_range: Option<String>,
+    /// Not acted on yet (node-ipam).
+    #[arg(long)]
+    pub node_cidr_mask_size: Option<String>,
+    /// Not acted on yet (node-lifecycle).
+    #[arg(long)]
+    pub node_monitor_grace_period: Option<String>,
+    /// Not acted on yet: client-certificate authentication of the secure port.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Not acted on yet: front-proxy authentication of the secure port.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Not acted on yet (garbage-collector).
+    #[arg(long)]
+    pub concurrent_gc_syncs: Option<u32>,
+    /// Not acted on yet (garbage-collector).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_garbage_collector: Option<bool>,
+    /// Not acted on yet (namespace).
+    #[arg(long)]
+    pub concurrent_namespace_syncs: Option<u32>,
+    /// Not acted on yet (namespace).
+    #[arg(long)]
+    pub namespace_sync_period: Option<String>,
+    /// Not acted on yet (statefulset).
+    #[arg(long)]
+    pub concurrent_statefulset_syncs: Option<u32>,
+    /// Not acted on yet (daemonset).
+    #[arg(long)]
+    pub concurrent_daemonset_syncs: Option<u32>,
+    /// Not acted on yet (job).
+    #[arg(long)]
+    pub concurrent_job_syncs: Option<u32>,
+    /// Not acted on yet (cronjob).
+    #[arg(long)]
+    pub concurrent_cron_job_syncs: Option<u32>,
+    /// Not acted on yet (replicationcontroller).
+    #[arg(long)]
+    pub concurrent_rc_syncs: Option<u32>,
+    /// Not acted on yet (endpoints).
+    #[arg(long)]
+    pub concurrent_endpoint_syncs: Option<u32>,
+    /// Not acted on yet (endpointslice).
+    #[arg(long)]
+    pub concurrent_service_endpoint_syncs: Option<u32>,
+    /// Not acted on yet (resourcequota).
+    #[arg(long)]
+    pub concurrent_resource_quota_syncs: Option<u32>,
+    /// Not acted on yet (serviceaccount-token).
+    #[arg(long)]
+    pub concurrent_serviceaccount_token_syncs: Option<u32>,
+    /// Not acted on yet (ttl-after-finished).
+    #[arg(long)]
+    pub concurrent_ttl_after_finished_syncs: Option<u32>,
+    /// Not acted on yet (horizontal-pod-autoscaler).
+    #[arg(long)]
+    pub concurrent_horizontal_pod_autoscaler_syncs: Option<u32>,
+    /// Not acted on yet (pod-garbage-collector).
+    #[arg(long)]
+    pub terminated_pod_gc_threshold: Option<u32>,
+    /// Not acted on yet: profiling endpoints.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub profiling: Option<bool>,
+}
+
+impl LauncherArgs {
+    /// The KCM flags given that this version accepts but does not act on.
+    pub fn not_acted_on(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        macro_rules! check {
+            ($($field:ident => $flag:literal),* $(,)?) => {
+                $( if self.$field.is_some() { given.push($flag); } )*
+            };
+        }
+        check!(
+            use_service_account_credentials => "--use-service-account-credentials",
+            root_ca_file => "--root-ca-file",
+            service_account_private_key_file => "--service-account-private-key-file",
+            cluster_signing_cert_file => "--cluster-signing-cert-file",
+            cluster_signing_key_file => "--cluster-signing-key-file",
+            cluster_signing_duration => "--cluster-signing-duration",
+            cluster_name => "--cluster-name",
+            cluster_cidr => "--cluster-cidr",
+            allocate_node_cidrs => "--allocate-node-cidrs",
+            service_cluster_ip_range => "--service-cluster-ip-range",
+            node_cidr_mask_size => "--node-cidr-mask-size",
+            node_monitor_grace_period => "--node-monitor-grace-period",
+            client_ca_file => "--client-ca-file",
+            requestheader_client_ca_file => "--requestheader-client-ca-file",
+            concurrent_gc_syncs => "--concurrent-gc-syncs",
+            enable_garbage_collector => "--enable-garbage-collector",
+            concurrent_namespace_syncs => "--concurrent-namespace-syncs",
+            namespace_sync_period => "--namespace-sync-period",
+            concurrent_statefulset_syncs => "--concurrent-statefulset-syncs",
+            concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
+            concurrent_job_syncs => "--concurrent-job-syncs",
+            concurrent_cron_job_syncs => "--concurrent-cron-job-syncs",
+            concurrent_rc_syncs => "--concurrent-rc-syncs",
+            concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
+            concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
+            concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",
+            concurrent_serviceaccount_token_syncs => "--concurrent-serviceaccount-token-syncs",
+            concurrent_ttl_after_finished_syncs => "--concurrent-ttl-after-finished-syncs",
+            concurrent_horizontal_pod_autoscaler_syncs => "--concurrent-horizontal-pod-autoscaler-syncs",
+            terminated_pod_gc_threshold => "--terminated-pod-gc-threshold",
+            profiling => "--profiling",
+        );
+        given
+    }
+
+    /// `RKCM_LOG` for this `-v`: info below 4, debug from 4, trace from 6 (klog's
+    /// verbosity levels, roughly).
+    pub fn log_filter(&self) -> &'static str {
+        match self.verbosity {
+            0..=3 => "info",
+            4 | 5 => "debug",
+            _ => "trace",
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! `rkcm launcher`: what the static pod runs. It checks its configuration (exit 2 on a
+//! bad one), starts the informer-server at once (warming every resource its groups
+//! need, so a new leader's workers start on a synced cache), serves the secure port,
+//! and campaigns for the Lease; while it leads it runs one worker process per group (and
+//! shard). Losing the Lease stops the workers at once; SIGTERM stops them gracefully,
+//! releases the Lease and stops the informer-server.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use rkcm_controller_workers::registry;
+use rkcm_controller_workers::worker::UsageError;
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{info, warn};
+
+use crate::flags::LauncherArgs;
+use crate::groups::{self, Group};
+use crate::leader::{self, ElectionConfig, Elector};
+use crate::serve;
+use crate::supervisor::{ChildSpec, Supervised};
+
+pub const USER_AGENT: &str = concat!("rkcm-launcher/", env!("CARGO_PKG_VERSION"));
+/// KCM's leader healthz adaptor allows this much beyond the lease duration.
+const LEADER_HEALTH_TIMEOUT: Duration = Duration::from_secs(20);
+
+type Labels = Vec<(String, String)>;
+
+/// What the secure port reports.
+pub struct State {
+    pub leader_elect: bool,
+    pub leading: AtomicBool,
+    /// When the leader last renewed the Lease.
+    pub last_renew: Arc<Mutex<Option<Instant>>>,
+    pub lease_duration: Duration,
+    pub informer: Arc<Supervised>,
+    pub workers: tokio::sync::Mutex<Vec<Arc<Supervised>>>,
+    pub registry: Mutex<Registry>,
+    pub lease_name: String,
+}
+
+async fn get(address: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((status, body))
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt).await.ok().flatten()
+}
+
+impl State {
+    pub fn health_checks(&self) -> Vec<(String, Result<(), String>)> {
+        let mut checks = vec![("ping".to_string(), Ok(()))];
+        if self.leader_elect {
+            let result = match *self.last_renew.lock().unwrap_or_else(|p| p.into_inner()) {
+                Some(renewed) if self.leading.load(Ordering::Relaxed)
+                    && renewed.elapsed() > self.lease_duration + LEADER_HEALTH_TIMEOUT =>
+                {
+                    Err(format!("failed election to renew leadership on lease {}", self.lease_name))
+                }
+                _ => Ok(()),
+            };
+            checks.push(("leaderElection".to_string(), result));
+        }
+        checks
+    }
+
+    pub async fn ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        let mut children = vec![self.informer.clone()];
+        if self.leading.load(Ordering::Relaxed) {
+            children.extend(self.workers.lock().await.iter().cloned());
+        }
+        let mut checks = Vec::new();
+        for child in children {
+            let result = if !child.pid_running() {
+                Err("not running".to_string())
+            } else {
+                let path = if child.spec.name == "informer-server" { "/healthz" } else { "/readyz" };
+                match &child.spec.http {
+                    Some(address) => match get(address, path).await {
+                        Some((200, _)) => Ok(()),
+                        Some((code, body)) => Err(format!("{path} answered {code}: {}", body.trim())),
+                        None => Err(format!("{path} does not answer")),
+                    },
+                    None => Ok(()),
+                }
+            };
+            checks.push((child.spec.name.clone(), result));
+        }
+        checks
+    }
+
+    pub async fn metrics_text(&self) -> String {
+        let mut own = String::new();
+        {
+            let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = prometheus_client::encoding::text::encode(&mut own, &registry);
+        }
+        let mut sources = vec![(None, own)];
+        let mut children = vec![self.informer.clone()];
+        children.extend(self.workers.lock().await.iter().cloned());
+        let mut restarts = String::from("# HELP rkcm_child_restarts Times the launcher restarted a child process.\n# TYPE rkcm_child_restarts counter\n");
+        for child in &children {
+            restarts.push_str(&format!(
+                "rkcm_child_restarts_total{{rkcm_child=\"{}\"}} {}\n",
+                child.spec.name,
+                child.restarts.load(Ordering::Relaxed)
+            ));
+        }
+        sources.push((None, restarts));
+        for child in children {
+            if let Some(address) = &child.spec.http {
+                if let Some((200, body)) = get(address, "/metrics").await {
+                    sources.push((Some(child.spec.name.clone()), body));
+                }
+            }
+        }
+        serve::merge_metrics(&sources, "rkcm_child")
+    }
+}
+
+fn free_local_port() -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("picking a free port")?;
+    Ok(listener.local_addr()?.to_string())
+}
+
+/// The children's kubeconfig: the launcher's, with --master as the server when given.
+fn children_kubeconfig(args: &LauncherArgs, runtime_dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let Some(master) = &args.master else {
+        return Ok(args.kubeconfig.clone());
+    };
+    let mut kubeconfig = match &args.kubeconfig {
+        Some(path) => kube::config::Kubeconfig::read_from(path)
+            .map_err(|e| UsageError(format!("--kubeconfig {}: {e}", path.display())))?,
+        None => kube::config::Kubeconfig::read().unwrap_or_default(),
+    };
+    if kubeconfig.clusters.is_empty() {
+        return Err(UsageError(format!("--master {master}: no cluster in the kubeconfig to point at it")).into());
+    }
+    for cluster in &mut kubeconfig.clusters {
+        if let Some(cluster) = cluster.cluster.as_mut() {
+            cluster.server = Some(master.clone());
+        }
+    }
+    let path = runtime_dir.join("kubeconfig");
+    let yaml = serde_yaml::to_string(&kubeconfig).context("writing the children's kubeconfig")?;
+    kube_sim::write_private(&path, yaml.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(path))
+}
+
+pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
+    let election = ElectionConfig {
+        namespace: args.leader_elect_resource_namespace.clone(),
+        name: args.leader_elect_resource_name.clone(),
+        identity: leader::identity(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    if args.leader_elect {
+        election.validate().map_err(UsageError)?;
+    }
+    let global = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
+    let groups: Vec<Group> = match &args.process_groups {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| UsageError(format!("--process-groups {}: {e}", path.display())))?;
+            groups::parse(&path.display().to_string(), &text, &global).map_err(|e| UsageError(e.to_string()))?
+        }
+        None => groups::defaults(&global),
+    };
+    let missing = registry::default_controllers_missing();
+    info!(missing = %missing.join(","), "default kube-controller-manager controllers this version does not have");
+    for flag in args.not_acted_on() {
+        warn!(flag, "accepted for compatibility with kube-controller-manager, but not acted on by this version");
+    }
+    // The kubeconfig must load (an unreachable server is retried later, a bad file is not).
+    rkcm_informer_server::server::kube_config(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    std::fs::create_dir_all(&args.runtime_dir)
+        .with_context(|| format!("creating --runtime-dir {}", args.runtime_dir.display()))?;
+    let kubeconfig = children_kubeconfig(&args, &args.runtime_dir)?;
+    let client = {
+        let mut config = rkcm_informer_server::server::kube_config(kubeconfig.as_deref()).await?;
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+        kube::Client::try_from(config).context("building the API client")?
+    };
+
+    let socket = args.runtime_dir.join("informer.sock");
+    let informer_address = format!("unix://{}", socket.display());
+    let mut warm: Vec<&str> = groups
+        .iter()
+        .flat_map(|g| g.selected.iter())
+        .flat_map(|c| rkcm_controller_workers::controllers::resources(c).iter().copied())
+        .collect();
+    warm.sort();
+    warm.dedup();
+    let log = std::env::var("RKCM_LOG").unwrap_or_else(|_| args.log_filter().to_string());
+    let envs = vec![("RKCM_LOG".to_string(), log)];
+    let kubeconfig_args: Vec<String> = kubeconfig
+        .iter()
+        .flat_map(|path| ["--kubeconfig".to_string(), path.display().to_string()])
+        .collect();
+    let informer_http = free_local_port()?;
+    let mut informer_args = vec![
+        "informer-server".to_string(),
+        "--listen".into(),
+        informer_address.clone(),
+        "--metrics-bind-address".into(),
+        informer_http.clone(),
+        "--kube-api-qps".into(),
+        args.kube_api_qps.to_string(),
+        "--kube-api-burst".into(),
+        args.kube_api_burst.to_string(),
+    ];
+    informer_args.extend(kubeconfig_args.iter().cloned());
+    if !warm.is_empty() {
+        informer_args.push("--warm".into());
+        informer_args.push(warm.join(","));
+    }
+    let informer = Supervised::start(ChildSpec {
+        name: "informer-server".into(),
+        args: informer_args,
+        http: Some(informer_http),
+        envs: envs.clone(),
+    });
+
+    let mut worker_specs = Vec::new();
+    for group in &groups {
+        for shard in 0..group.shards {
+            let name = if group.shards > 1 {
+                format!("worker-{}-{shard}", group.name)
+            } else {
+                format!("worker-{}", group.name)
+            };
+            let http = free_local_port()?;
+            let mut worker_args = vec![
+                "worker".to_string(),
+                "--group".into(),
+                group.name.clone(),
+                "--controllers".into(),
+                group.selected.join(","),
+                "--informer".into(),
+                informer_address.clone(),
+                "--health-bind-address".into(),
+                http.clone(),
+                "--kube-api-qps".into(),
+                args.kube_api_qps.to_string(),
+                "--kube-api-burst".into(),
+                args.kube_api_burst.to_string(),
+                "--concurrent-deployment-syncs".into(),
+                args.concurrent_deployment_syncs.to_string(),
+                "--concurrent-replicaset-syncs".into(),
+                args.concurrent_replicaset_syncs.to_string(),
+                "--min-resync-period".into(),
+                format!("{}s", args.min_resync_period.as_secs()),
+                "--shutdown-timeout".into(),
+                format!("{}s", args.shutdown_grace_period.as_secs()),
+            ];
+            if group.shards > 1 {
+                worker_args.push("--shard".into());
+                worker_args.push(format!("{shard}/{}", group.shards));
+            }
+            worker_args.extend(kubeconfig_args.iter().cloned());
+            worker_specs.push(ChildSpec {
+                name,
+                args: worker_args,
+                http: Some(http),
+                envs: envs.clone(),
+            });
+        }
+    }
+
+    let mut elector = Elector::new(client, election.clone());
+    let elector_renewed = elector.renewed.clone();
+    let mut registry = Registry::default();
+    let master_status = Family::<Labels, Gauge>::default();
+    registry.register(
+        "leader_election_master_status",
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+        master_status.clone(),
+    );
+    let lease_label = vec![("name".to_string(), args.leader_elect_resource_name.clone())];
+    master_status.get_or_create(&lease_label).set(0);
+    let state = Arc::new(State {
+        leader_elect: args.leader_elect,
+        leading: AtomicBool::new(false),
+        last_renew: elector_renewed.clone(),
+        lease_duration: args.leader_elect_lease_duration,
+        informer: informer.clone(),
+        workers: tokio::sync::Mutex::new(Vec::new()),
+        registry: Mutex::new(registry),
+        lease_name: format!("{}/{}", election.namespace, election.name),
+    });
+
+    if args.secure_port != 0 {
+        let tls = serve::tls_config(args.tls_cert_file.as_deref(), args.tls_private_key_file.as_deref())
+            .map_err(|e| UsageError(format!("{e:#}")))?;
+        let address = serve::bind_addr(args.bind_address, args.secure_port);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the secure port {address}"))?;
+        let auth = serve::Auth {
+            authentication: delegated_client(args.authentication_kubeconfig.as_deref()).await?,
+            authorization: delegated_client(args.authorization_kubeconfig.as_deref()).await?,
+            always_allow: args.authorization_always_allow_paths.clone(),
+        };
+        info!(address = %listener.local_addr()?, "serving securely");
+        tokio::spawn(serve::serve(listener, tls, state.clone(), Arc::new(auth)));
+    }
+
+    let mut terminate = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    info!(identity = %election.identity, groups = ?groups.iter().map(|g| &g.name).collect::<Vec<_>>(), "launcher started");
+    loop {
+        if args.leader_elect {
+            info!("attempting to acquire leader lease {}/{}...", election.namespace, election.name);
+            tokio::select! {
+                _ = elector.acquire() => {}
+                _ = terminate.recv() => break,
+                _ = interrupt.recv() => break,
+            }
+        }
+        let acquired = Instant::now();
+        state.leading.store(true, Ordering::Relaxed);
+        master_status.get_or_create(&lease_label).set(1);
+        let workers: Vec<Arc<Supervised>> = worker_specs.iter().cloned().map(Supervised::start).collect();
+        *state.workers.lock().await = workers.clone();
+        tokio::spawn(report_first_reconcile(workers.clone(), acquired));
+        let lost = tokio::select! {
+            _ = hold(&mut elector, args.leader_elect) => true,
+            _ = terminate.recv() => false,
+            _ = interrupt.recv() => false,
+        };
+        state.leading.store(false, Ordering::Relaxed);
+        master_status.get_or_create(&lease_label).set(0);
+        let grace = if lost { Duration::ZERO } else { args.shutdown_grace_period };
+        if lost {
+            warn!("leaderelection lost: stopping the workers at once");
+        } else {
+            info!("stopping the workers");
+        }
+        futures::future::join_all(workers.iter().map(|w| w.stop(grace))).await;
+        state.workers.lock().await.clear();
+        if !lost {
+            if args.leader_elect {
+                elector.release().await;
+            }
+            break;
+        }
+    }
+    info!("stopping the informer-server");
+    informer.stop(args.shutdown_grace_period).await;
+    info!("launcher stopped");
+    Ok(())
+}
+
+async fn hold(elector: &mut Elector, leader_elect: bool) {
+    if leader_elect {
+        elector.hold().await
+    } else {
+        std::future::pending().await
+    }
+}
+
+async fn delegated_client(path: Option<&Path>) -> anyhow::Result<Option<kube::Client>> {
+    let Some(path) = path else { return Ok(None) };
+    let mut config = rkcm_informer_server::server::kube_config(Some(path))
+        .await
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+    Ok(Some(kube::Client::try_from(config)?))
+}
+
+/// Logs how long after the lease was acquired the first reconcile finished, read from
+/// the workers' workqueue metrics.
+async fn report_first_reconcile(workers: Vec<Arc<Supervised>>, acquired: Instant) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if acquired.elapsed() > Duration::from_secs(3600) {
+            return;
+        }
+        for worker in &workers {
+            let Some(address) = &worker.spec.http else { continue };
+            let Some((200, metrics)) = get(address, "/metrics").await else { continue };
+            let reconciled = metrics.lines().any(|line| {
+                line.starts_with("workqueue_work_duration_seconds_count")
+                    && line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) > 0.0
+            });
+            if reconciled {
+                info!(
+                    worker = %worker.spec.name,
+                    elapsed_ms = acquired.elapsed().as_millis() as u64,
+                    "first reconcile after acquiring the lease"
+                );
+                return;
+            }
+        }
+    }
+}
