@@ -92,7 +92,7 @@ impl Informers {
                     self.client.clone(),
                     self.subscriber.clone(),
                     self.min_resync,
-                    self.shard.clone(),
+                    self.shard,
                 );
             }
         }

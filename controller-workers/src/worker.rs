@@ -87,7 +87,8 @@ pub struct Args {
 }
 
 fn parse_shard(text: &str) -> Result<(u32, u32), String> {
-    let invalid = || format!("invalid shard {text:?}: expected INDEX/COUNT with INDEX < COUNT, e.g. 0/2");
+    let invalid =
+        || format!("invalid shard {text:?}: expected INDEX/COUNT with INDEX < COUNT, e.g. 0/2");
     let (index, count) = text.split_once('/').ok_or_else(invalid)?;
     let index: u32 = index.parse().map_err(|_| invalid())?;
     let count: u32 = count.parse().map_err(|_| invalid())?;

@@ -69,7 +69,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .arg(&kubeconfig)
         .arg("--runtime-dir")
         .arg(&runtime_dir)
-        .args(["--bind-address", "127.0.0.1", "--secure-port", &args.secure_port.to_string()])
+        .args([
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            &args.secure_port.to_string(),
+        ])
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -115,7 +120,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             libc::kill(pid as i32, libc::SIGTERM);
         }
     }
-    if tokio::time::timeout(Duration::from_secs(40), launcher.wait()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(40), launcher.wait())
+        .await
+        .is_err()
+    {
         let _ = launcher.kill().await;
     }
     Ok(())

@@ -93,13 +93,22 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         {
-            return Err(error(at, format!("group name {:?}: use lowercase letters, digits and '-'", raw.name)));
+            return Err(error(
+                at,
+                format!(
+                    "group name {:?}: use lowercase letters, digits and '-'",
+                    raw.name
+                ),
+            ));
         }
         if !names.insert(raw.name.clone()) {
             return Err(error(at, format!("group {:?} is defined twice", raw.name)));
         }
         if raw.shards == 0 {
-            return Err(error(line_of(text, "shards", at), format!("group {:?}: shards must be at least 1", raw.name)));
+            return Err(error(
+                line_of(text, "shards", at),
+                format!("group {:?}: shards must be at least 1", raw.name),
+            ));
         }
         let selected = registry::select(&raw.controllers).map_err(|e| {
             let needle = match &e {
@@ -118,12 +127,20 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
                 }
                 registry::SelectionError::Empty => "controllers".into(),
             };
-            error(line_of(text, &needle, at), format!("group {:?}: {e}", raw.name))
+            error(
+                line_of(text, &needle, at),
+                format!("group {:?}: {e}", raw.name),
+            )
         })?;
-        let selected: Vec<&'static str> = selected.into_iter().filter(|c| global.contains(c)).collect();
+        let selected: Vec<&'static str> = selected
+            .into_iter()
+            .filter(|c| global.contains(c))
+            .collect();
         for controller in &selected {
             if let Some(other) = owner.insert(controller, raw.name.clone()) {
-                let short = registry::lookup(controller).and_then(|d| d.alias).unwrap_or(controller);
+                let short = registry::lookup(controller)
+                    .and_then(|d| d.alias)
+                    .unwrap_or(controller);
                 let line = text
                     .lines()
                     .enumerate()
@@ -131,7 +148,13 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
                     .find(|(_, l)| l.contains(controller) || l.contains(short) || l.contains('*'))
                     .map(|(i, _)| i + 1)
                     .unwrap_or(at);
-                return Err(error(line, format!("{controller} is in both group {other:?} and group {:?}", raw.name)));
+                return Err(error(
+                    line,
+                    format!(
+                        "{controller} is in both group {other:?} and group {:?}",
+                        raw.name
+                    ),
+                ));
             }
         }
         groups.push(Group {
@@ -150,7 +173,11 @@ pub fn defaults(global: &[&'static str]) -> Vec<Group> {
     let gc = "garbage-collector-controller";
     let mut groups = vec![Group {
         name: "default".into(),
-        controllers: global.iter().filter(|c| **c != gc).map(|c| c.to_string()).collect(),
+        controllers: global
+            .iter()
+            .filter(|c| **c != gc)
+            .map(|c| c.to_string())
+            .collect(),
         selected: global.iter().copied().filter(|c| *c != gc).collect(),
         shards: 1,
     }];
@@ -178,7 +205,10 @@ mod tests {
     fn a_good_file() {
         let text = "groups:\n- name: apps\n  controllers: [deployment, replicaset]\n  shards: 2\n- name: rest\n  controllers: ['*', -deployment, -replicaset]\n";
         let groups = parse("g.yaml", text, &all()).unwrap();
-        assert_eq!(groups[0].selected, ["deployment-controller", "replicaset-controller"]);
+        assert_eq!(
+            groups[0].selected,
+            ["deployment-controller", "replicaset-controller"]
+        );
         assert_eq!(groups[0].shards, 2);
         assert_eq!(groups[1].selected, ["serviceaccount-controller"]);
     }
@@ -188,11 +218,23 @@ mod tests {
         let twice = "groups:\n- name: a\n  controllers: [deployment]\n- name: b\n  controllers:\n  - replicaset\n  - deployment\n";
         let e = parse("g.yaml", twice, &all()).unwrap_err();
         assert_eq!(e.line, 7, "{e}");
-        assert!(e.reason.contains("deployment-controller is in both group \"a\" and group \"b\""), "{e}");
+        assert!(
+            e.reason
+                .contains("deployment-controller is in both group \"a\" and group \"b\""),
+            "{e}"
+        );
 
         let unknown = "groups:\n- name: a\n  controllers:\n  - frobnicator\n";
         let e = parse("g.yaml", unknown, &all()).unwrap_err();
-        assert_eq!((e.line, e.to_string().contains("not a kube-controller-manager controller")), (4, true), "{e}");
+        assert_eq!(
+            (
+                e.line,
+                e.to_string()
+                    .contains("not a kube-controller-manager controller")
+            ),
+            (4, true),
+            "{e}"
+        );
 
         let zero = "groups:\n- name: a\n  controllers: [deployment]\n  shards: 0\n";
         let e = parse("g.yaml", zero, &all()).unwrap_err();
@@ -211,7 +253,11 @@ mod tests {
     #[test]
     fn defaults_leave_out_what_is_not_implemented() {
         let groups = defaults(&all());
-        assert_eq!(groups.len(), 1, "no garbage-collector group until it exists");
+        assert_eq!(
+            groups.len(),
+            1,
+            "no garbage-collector group until it exists"
+        );
         assert_eq!(groups[0].name, "default");
     }
 }

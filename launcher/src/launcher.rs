@@ -55,10 +55,16 @@ async fn get(address: &str, path: &str) -> Option<(u16, String)> {
         let mut response = String::new();
         stream.read_to_string(&mut response).await.ok()?;
         let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
         Some((status, body))
     };
-    tokio::time::timeout(Duration::from_secs(5), attempt).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
 }
 
 impl State {
@@ -66,10 +72,14 @@ impl State {
         let mut checks = vec![("ping".to_string(), Ok(()))];
         if self.leader_elect {
             let result = match *self.last_renew.lock().unwrap_or_else(|p| p.into_inner()) {
-                Some(renewed) if self.leading.load(Ordering::Relaxed)
-                    && renewed.elapsed() > self.lease_duration + LEADER_HEALTH_TIMEOUT =>
+                Some(renewed)
+                    if self.leading.load(Ordering::Relaxed)
+                        && renewed.elapsed() > self.lease_duration + LEADER_HEALTH_TIMEOUT =>
                 {
-                    Err(format!("failed election to renew leadership on lease {}", self.lease_name))
+                    Err(format!(
+                        "failed election to renew leadership on lease {}",
+                        self.lease_name
+                    ))
                 }
                 _ => Ok(()),
             };
@@ -88,11 +98,17 @@ impl State {
             let result = if !child.pid_running() {
                 Err("not running".to_string())
             } else {
-                let path = if child.spec.name == "informer-server" { "/healthz" } else { "/readyz" };
+                let path = if child.spec.name == "informer-server" {
+                    "/healthz"
+                } else {
+                    "/readyz"
+                };
                 match &child.spec.http {
                     Some(address) => match get(address, path).await {
                         Some((200, _)) => Ok(()),
-                        Some((code, body)) => Err(format!("{path} answered {code}: {}", body.trim())),
+                        Some((code, body)) => {
+                            Err(format!("{path} answered {code}: {}", body.trim()))
+                        }
                         None => Err(format!("{path} does not answer")),
                     },
                     None => Ok(()),
@@ -148,7 +164,10 @@ fn children_kubeconfig(args: &LauncherArgs, runtime_dir: &Path) -> anyhow::Resul
         None => kube::config::Kubeconfig::read().unwrap_or_default(),
     };
     if kubeconfig.clusters.is_empty() {
-        return Err(UsageError(format!("--master {master}: no cluster in the kubeconfig to point at it")).into());
+        return Err(UsageError(format!(
+            "--master {master}: no cluster in the kubeconfig to point at it"
+        ))
+        .into());
     }
     for cluster in &mut kubeconfig.clusters {
         if let Some(cluster) = cluster.cluster.as_mut() {
@@ -157,7 +176,8 @@ fn children_kubeconfig(args: &LauncherArgs, runtime_dir: &Path) -> anyhow::Resul
     }
     let path = runtime_dir.join("kubeconfig");
     let yaml = serde_yaml::to_string(&kubeconfig).context("writing the children's kubeconfig")?;
-    kube_sim::write_private(&path, yaml.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    kube_sim::write_private(&path, yaml.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(Some(path))
 }
 
@@ -178,7 +198,8 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| UsageError(format!("--process-groups {}: {e}", path.display())))?;
-            groups::parse(&path.display().to_string(), &text, &global).map_err(|e| UsageError(e.to_string()))?
+            groups::parse(&path.display().to_string(), &text, &global)
+                .map_err(|e| UsageError(e.to_string()))?
         }
         None => groups::defaults(&global),
     };
@@ -196,7 +217,10 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
     let kubeconfig = children_kubeconfig(&args, &args.runtime_dir)?;
     let client = {
         let mut config = rkcm_informer_server::server::kube_config(kubeconfig.as_deref()).await?;
-        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(USER_AGENT),
+        ));
         kube::Client::try_from(config).context("building the API client")?
     };
 
@@ -205,7 +229,11 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
     let mut warm: Vec<&str> = groups
         .iter()
         .flat_map(|g| g.selected.iter())
-        .flat_map(|c| rkcm_controller_workers::controllers::resources(c).iter().copied())
+        .flat_map(|c| {
+            rkcm_controller_workers::controllers::resources(c)
+                .iter()
+                .copied()
+        })
         .collect();
     warm.sort();
     warm.dedup();
@@ -308,8 +336,11 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
     });
 
     if args.secure_port != 0 {
-        let tls = serve::tls_config(args.tls_cert_file.as_deref(), args.tls_private_key_file.as_deref())
-            .map_err(|e| UsageError(format!("{e:#}")))?;
+        let tls = serve::tls_config(
+            args.tls_cert_file.as_deref(),
+            args.tls_private_key_file.as_deref(),
+        )
+        .map_err(|e| UsageError(format!("{e:#}")))?;
         let address = serve::bind_addr(args.bind_address, args.secure_port);
         let listener = tokio::net::TcpListener::bind(address)
             .await
@@ -328,7 +359,10 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
     info!(identity = %election.identity, groups = ?groups.iter().map(|g| &g.name).collect::<Vec<_>>(), "launcher started");
     loop {
         if args.leader_elect {
-            info!("attempting to acquire leader lease {}/{}...", election.namespace, election.name);
+            info!(
+                "attempting to acquire leader lease {}/{}...",
+                election.namespace, election.name
+            );
             tokio::select! {
                 _ = elector.acquire() => {}
                 _ = terminate.recv() => break,
@@ -338,7 +372,11 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         let acquired = Instant::now();
         state.leading.store(true, Ordering::Relaxed);
         master_status.get_or_create(&lease_label).set(1);
-        let workers: Vec<Arc<Supervised>> = worker_specs.iter().cloned().map(Supervised::start).collect();
+        let workers: Vec<Arc<Supervised>> = worker_specs
+            .iter()
+            .cloned()
+            .map(Supervised::start)
+            .collect();
         *state.workers.lock().await = workers.clone();
         tokio::spawn(report_first_reconcile(workers.clone(), acquired));
         let lost = tokio::select! {
@@ -348,7 +386,11 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         };
         state.leading.store(false, Ordering::Relaxed);
         master_status.get_or_create(&lease_label).set(0);
-        let grace = if lost { Duration::ZERO } else { args.shutdown_grace_period };
+        let grace = if lost {
+            Duration::ZERO
+        } else {
+            args.shutdown_grace_period
+        };
         if lost {
             warn!("leaderelection lost: stopping the workers at once");
         } else {
@@ -382,7 +424,10 @@ async fn delegated_client(path: Option<&Path>) -> anyhow::Result<Option<kube::Cl
     let mut config = rkcm_informer_server::server::kube_config(Some(path))
         .await
         .map_err(|e| UsageError(format!("{e:#}")))?;
-    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     Ok(Some(kube::Client::try_from(config)?))
 }
 
@@ -395,11 +440,20 @@ async fn report_first_reconcile(workers: Vec<Arc<Supervised>>, acquired: Instant
             return;
         }
         for worker in &workers {
-            let Some(address) = &worker.spec.http else { continue };
-            let Some((200, metrics)) = get(address, "/metrics").await else { continue };
+            let Some(address) = &worker.spec.http else {
+                continue;
+            };
+            let Some((200, metrics)) = get(address, "/metrics").await else {
+                continue;
+            };
             let reconciled = metrics.lines().any(|line| {
                 line.starts_with("workqueue_work_duration_seconds_count")
-                    && line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) > 0.0
+                    && line
+                        .rsplit(' ')
+                        .next()
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                        > 0.0
             });
             if reconciled {
                 info!(

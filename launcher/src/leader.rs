@@ -38,7 +38,10 @@ impl ElectionConfig {
     /// client-go's checks on the timings.
     pub fn validate(&self) -> Result<(), String> {
         if self.lease_duration <= self.renew_deadline {
-            return Err("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline".into());
+            return Err(
+                "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+                    .into(),
+            );
         }
         if self.renew_deadline.as_secs_f64() <= 1.2 * self.retry_period.as_secs_f64() {
             return Err("--leader-elect-renew-deadline must be greater than 1.2 x --leader-elect-retry-period".into());
@@ -134,8 +137,16 @@ impl Elector {
         }
         let ours = holder == self.config.identity;
         if !ours && !holder.is_empty() {
-            let observed_at = self.observed.as_ref().map(|o| o.at).unwrap_or_else(Instant::now);
-            let held_for = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(duration_seconds).max(0) as u64);
+            let observed_at = self
+                .observed
+                .as_ref()
+                .map(|o| o.at)
+                .unwrap_or_else(Instant::now);
+            let held_for = Duration::from_secs(
+                spec.lease_duration_seconds
+                    .unwrap_or(duration_seconds)
+                    .max(0) as u64,
+            );
             if observed_at.elapsed() < held_for {
                 return Ok(Attempt::NotHeld);
             }
@@ -149,7 +160,11 @@ impl Elector {
         new_spec.lease_duration_seconds = Some(duration_seconds);
         new_spec.renew_time = Some(MicroTime(now));
         lease.spec = Some(new_spec);
-        match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(updated) => {
                 self.observe(&updated);
                 Ok(Attempt::Held)
@@ -195,7 +210,8 @@ impl Elector {
         let mut last_renew = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
-            let attempt = tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
             match attempt {
                 Ok(Ok(Attempt::Held)) => last_renew = Instant::now(),
                 Ok(Ok(Attempt::NotHeld)) => {
@@ -230,8 +246,15 @@ impl Elector {
         spec.renew_time = Some(MicroTime(now));
         spec.acquire_time = Some(MicroTime(now));
         lease.spec = Some(spec);
-        match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
-            Ok(_) => info!("released lease {}/{}", self.config.namespace, self.config.name),
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => info!(
+                "released lease {}/{}",
+                self.config.namespace, self.config.name
+            ),
             Err(error) => warn!(%error, "could not release the lease"),
         }
     }

@@ -51,8 +51,10 @@ pub fn tls_config(
 ) -> anyhow::Result<rustls::ServerConfig> {
     let (cert_pem, key_pem) = match (cert, key) {
         (Some(cert), Some(key)) => (
-            std::fs::read(cert).with_context(|| format!("reading --tls-cert-file {}", cert.display()))?,
-            std::fs::read(key).with_context(|| format!("reading --tls-private-key-file {}", key.display()))?,
+            std::fs::read(cert)
+                .with_context(|| format!("reading --tls-cert-file {}", cert.display()))?,
+            std::fs::read(key)
+                .with_context(|| format!("reading --tls-private-key-file {}", key.display()))?,
         ),
         (None, None) => {
             let made = rcgen::generate_simple_self_signed(vec![
@@ -61,7 +63,10 @@ pub fn tls_config(
                 "kube-controller-manager".to_string(),
             ])
             .context("making a self-signed serving certificate")?;
-            (made.cert.pem().into_bytes(), made.signing_key.serialize_pem().into_bytes())
+            (
+                made.cert.pem().into_bytes(),
+                made.signing_key.serialize_pem().into_bytes(),
+            )
         }
         _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file go together"),
     };
@@ -71,11 +76,13 @@ pub fn tls_config(
     let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
         .context("parsing the serving key")?
         .context("no private key in the serving key file")?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("the serving certificate and key do not match")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context("the serving certificate and key do not match")?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -100,7 +107,12 @@ pub async fn serve(
         let state = state.clone();
         let auth = auth.clone();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+            let stream = match tokio::time::timeout(
+                Duration::from_secs(10),
+                acceptor.accept(stream),
+            )
+            .await
+            {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(error)) => {
                     debug!(%peer, %error, "TLS handshake failed");
@@ -132,7 +144,8 @@ fn text(status: u16, body: String) -> Response<Full<Bytes>> {
 async fn authorize(request: &Request<Incoming>, auth: &Auth) -> Result<(), Response<Full<Bytes>>> {
     let path = request.uri().path();
     if auth.always_allow.iter().any(|allowed| {
-        allowed == path || (allowed.ends_with('*') && path.starts_with(allowed.trim_end_matches('*')))
+        allowed == path
+            || (allowed.ends_with('*') && path.starts_with(allowed.trim_end_matches('*')))
     }) {
         return Ok(());
     }
@@ -159,7 +172,11 @@ async fn authorize(request: &Request<Incoming>, auth: &Auth) -> Result<(), Respo
     let reviewed = Api::<TokenReview>::all(authentication.clone())
         .create(&PostParams::default(), &review)
         .await;
-    let user = match reviewed.ok().and_then(|r| r.status).filter(|s| s.authenticated == Some(true)) {
+    let user = match reviewed
+        .ok()
+        .and_then(|r| r.status)
+        .filter(|s| s.authenticated == Some(true))
+    {
         Some(status) => status.user.unwrap_or_default(),
         None => return Err(text(401, "Unauthorized\n".into())),
     };
@@ -210,17 +227,24 @@ async fn respond(request: Request<Incoming>, state: &State, auth: &Auth) -> Resp
         .filter(|pair| !pair.is_empty())
         .fold(BTreeMap::new(), |mut map, pair| {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            map.entry(key.to_string()).or_default().push(value.to_string());
+            map.entry(key.to_string())
+                .or_default()
+                .push(value.to_string());
             map
         });
     let verbose = query.contains_key("verbose");
     let excluded = query.get("exclude").cloned().unwrap_or_default();
     match request.uri().path() {
-        "/healthz" | "/livez" => checks_response("healthz", state.health_checks(), verbose, &excluded),
+        "/healthz" | "/livez" => {
+            checks_response("healthz", state.health_checks(), verbose, &excluded)
+        }
         "/readyz" => checks_response("readyz", state.ready_checks().await, verbose, &excluded),
         "/metrics" => Response::builder()
             .status(200)
-            .header("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
+            .header(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
             .body(Full::new(Bytes::from(state.metrics_text().await)))
             .unwrap_or_default(),
         _ => text(404, "404 page not found\n".into()),
@@ -292,7 +316,10 @@ pub fn merge_metrics(sources: &[(Option<String>, String)], label: &str) -> Strin
             };
             if family.is_empty() || !line.starts_with(&family) {
                 // A sample outside its family's block: file it under its own name.
-                let name: String = line.chars().take_while(|c| *c != '{' && *c != ' ').collect();
+                let name: String = line
+                    .chars()
+                    .take_while(|c| *c != '{' && *c != ' ')
+                    .collect();
                 family = families
                     .iter()
                     .find(|f| name.starts_with(f.as_str()))
@@ -326,12 +353,24 @@ fn add_label(sample: &str, label: &str, value: &str) -> String {
         Some(at) if sample.as_bytes()[at] == b'{' => {
             let close_empty = sample[at..].starts_with("{}");
             if close_empty {
-                format!("{}{{{label}=\"{escaped}\"}}{}", &sample[..at], &sample[at + 2..])
+                format!(
+                    "{}{{{label}=\"{escaped}\"}}{}",
+                    &sample[..at],
+                    &sample[at + 2..]
+                )
             } else {
-                format!("{}{{{label}=\"{escaped}\",{}", &sample[..at], &sample[at + 1..])
+                format!(
+                    "{}{{{label}=\"{escaped}\",{}",
+                    &sample[..at],
+                    &sample[at + 1..]
+                )
             }
         }
-        Some(at) => format!("{}{{{label}=\"{escaped}\"}}{}", &sample[..at], &sample[at..]),
+        Some(at) => format!(
+            "{}{{{label}=\"{escaped}\"}}{}",
+            &sample[..at],
+            &sample[at..]
+        ),
         None => sample.to_string(),
     }
 }
@@ -357,10 +396,22 @@ mod tests {
             ],
             "rkcm_child",
         );
-        assert_eq!(merged.matches("# TYPE workqueue_depth gauge").count(), 1, "{merged}");
-        assert!(merged.contains("workqueue_depth{rkcm_child=\"worker-a\",name=\"deployment\"} 1"), "{merged}");
-        assert!(merged.contains("workqueue_depth{rkcm_child=\"worker-b\",name=\"replicaset\"} 2"), "{merged}");
-        assert!(merged.contains("leader_election_master_status{name=\"kube-controller-manager\"} 1"));
+        assert_eq!(
+            merged.matches("# TYPE workqueue_depth gauge").count(),
+            1,
+            "{merged}"
+        );
+        assert!(
+            merged.contains("workqueue_depth{rkcm_child=\"worker-a\",name=\"deployment\"} 1"),
+            "{merged}"
+        );
+        assert!(
+            merged.contains("workqueue_depth{rkcm_child=\"worker-b\",name=\"replicaset\"} 2"),
+            "{merged}"
+        );
+        assert!(
+            merged.contains("leader_election_master_status{name=\"kube-controller-manager\"} 1")
+        );
         assert_eq!(merged.matches("# EOF").count(), 1, "one EOF, at the end");
         assert_eq!(add_label("up 1", "c", "x"), "up{c=\"x\"} 1");
     }

@@ -66,8 +66,20 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<Child> {
     die_with_parent_in_own_group(&mut command);
     let mut child = command.spawn()?;
     for (stream, is_err) in [
-        (child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>), false),
-        (child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>), true),
+        (
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            false,
+        ),
+        (
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            true,
+        ),
     ] {
         let Some(stream) = stream else { continue };
         let name = spec.name.clone();
@@ -170,7 +182,11 @@ impl Supervised {
                 };
                 this.running.store(false, Ordering::Relaxed);
                 let ran_for = started.elapsed();
-                backoff = if ran_for >= HEALTHY_RESET { BACKOFF_INITIAL } else { backoff };
+                backoff = if ran_for >= HEALTHY_RESET {
+                    BACKOFF_INITIAL
+                } else {
+                    backoff
+                };
                 warn!(child = %this.spec.name, status = ?status.ok(), ran_for = ?ran_for, restart_in = ?backoff, "child exited; restarting");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
@@ -213,6 +229,9 @@ mod tests {
         }
         assert_eq!(&waits[..4], &[1, 2, 4, 8].map(Duration::from_secs));
         assert_eq!(*waits.last().unwrap(), BACKOFF_MAX);
-        assert_eq!(next_backoff(BACKOFF_MAX, Duration::from_secs(601)), BACKOFF_INITIAL);
+        assert_eq!(
+            next_backoff(BACKOFF_MAX, Duration::from_secs(601)),
+            BACKOFF_INITIAL
+        );
     }
 }

@@ -311,3 +311,143 @@ pub async fn serial_on_real_cluster(
         Some(LOCK.lock().await)
     }
 }
+
+/// A running `rkcm launcher`, killed when dropped.
+pub struct Launcher {
+    pub child: Child,
+    pub secure: String,
+    pub runtime_dir: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Launcher {
+    /// Starts a launcher with short lease timings on `lease` (unique per test, so a
+    /// real cluster's kube-controller-manager Lease is never touched).
+    pub async fn start(
+        cluster: &TestCluster,
+        lease: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Launcher> {
+        let dir = tempfile::tempdir()?;
+        let runtime_dir = dir.path().join("run");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("launcher.log"))?;
+        let child = Command::new(RKCM)
+            .arg("launcher")
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .arg("--runtime-dir")
+            .arg(&runtime_dir)
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &port.to_string(),
+            ])
+            .args(["--leader-elect-resource-name", lease])
+            .args([
+                "--leader-elect-lease-duration",
+                "4s",
+                "--leader-elect-renew-deadline",
+                "3s",
+                "--leader-elect-retry-period",
+                "500ms",
+                "--shutdown-grace-period",
+                "5s",
+            ])
+            .args(extra)
+            .env("RKCM_LOG", "info")
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting rkcm launcher")?;
+        let launcher = Launcher {
+            child,
+            secure: format!("https://127.0.0.1:{port}"),
+            runtime_dir,
+            dir,
+        };
+        let secure = launcher.secure.clone();
+        wait_for(
+            "the launcher's secure port",
+            Duration::from_secs(30),
+            || {
+                let secure = secure.clone();
+                async move {
+                    Ok(curl(&format!("{secure}/healthz"))
+                        .await
+                        .ok()
+                        .filter(|b| b == "ok")
+                        .map(|_| ()))
+                }
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", launcher.log()))?;
+        Ok(launcher)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("launcher.log")).unwrap_or_default()
+    }
+
+    /// Its Lease identity, from its log.
+    pub fn identity(&self) -> Option<String> {
+        self.log()
+            .lines()
+            .find_map(|line| line.split("identity=").nth(1))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+    }
+
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        curl(&format!("{}/metrics", self.secure)).await
+    }
+
+    pub async fn leading(&self) -> bool {
+        self.metrics()
+            .await
+            .map(|m| {
+                m.lines()
+                    .any(|l| l.starts_with("leader_election_master_status{") && l.ends_with(" 1"))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Pids of this launcher's children whose command line contains `needle`.
+    pub fn children(&self, needle: &str) -> Vec<u32> {
+        let dir = self.runtime_dir.display().to_string();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|raw| {
+                        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+                        cmdline.contains(&dir) && cmdline.contains(needle)
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+}
+
+/// The real curl, `-k` (the launcher's certificate is self-signed, as KCM's).
+pub async fn curl(url: &str) -> anyhow::Result<String> {
+    let out = Command::new("curl")
+        .args(["-sS", "-k", "--max-time", "10", url])
+        .output()
+        .await
+        .context("running curl (is it installed?)")?;
+    if !out.status.success() {
+        bail!("curl {url}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

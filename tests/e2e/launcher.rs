@@ -1,0 +1,389 @@
+//! End-to-end tests of `rkcm launcher` and `rkcm dev`: the real binary as its own process
+//! (re-executing itself for the informer-server and the workers), against the test
+//! cluster; checked with kube-rs, kubectl, curl on the secure port and /proc.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use rkcm_conformance::{wait_for, TestCluster};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn lease_name() -> String {
+    format!("rkcm-test-{}", kube_sim::api::random_suffix(6))
+}
+
+async fn nodes(cluster: &TestCluster) -> Option<NodeSim> {
+    cluster.sim.as_ref()?;
+    let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
+    let client = nodesim::client_from_kubeconfig(&yaml).await.ok()?;
+    Some(NodeSim::start(
+        client,
+        NodeSimConfig {
+            nodes: 2,
+            start_delay: Duration::from_millis(100),
+            ..Default::default()
+        },
+    ))
+}
+
+async fn holder(cluster: &TestCluster, lease: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "kube-system");
+    leases
+        .get_opt(lease)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// Creates `web` with `replicas` pods in a new namespace and waits until they run.
+async fn deployment_runs(cluster: &TestCluster, ns: &str, replicas: u32, what: &str) {
+    let out = cluster
+        .kubectl(&[
+            "scale",
+            "deployment/web",
+            "--replicas",
+            &replicas.to_string(),
+            "-n",
+            ns,
+        ])
+        .await
+        .unwrap();
+    if !out.status.success() {
+        cluster
+            .kubectl_ok(&[
+                "create",
+                "deployment",
+                "web",
+                "--image",
+                "registry.k8s.io/pause:3.9",
+                "--replicas",
+                &replicas.to_string(),
+                "-n",
+                ns,
+            ])
+            .await
+            .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
+    wait_for(what, WAIT, || async {
+        let list = pods.list(&ListParams::default()).await?;
+        let running = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        Ok((running == replicas as usize).then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_launchers_elect_one_leader_and_fail_over_after_sigkill() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let _nodes = nodes(&cluster).await;
+    let lease = lease_name();
+    let mut a = Launcher::start(&cluster, &lease, &[]).await.unwrap();
+    let mut b = Launcher::start(&cluster, &lease, &[]).await.unwrap();
+    let identities = [a.identity().unwrap(), b.identity().unwrap()];
+    let first = wait_for("a leader in the Lease", WAIT, || async {
+        Ok(holder(&cluster, &lease).await)
+    })
+    .await
+    .unwrap();
+    assert!(identities.contains(&first), "{first} is neither launcher");
+    let (leader, standby) = if first == identities[0] {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    wait_for("the leader's metrics to say so", WAIT, || async {
+        Ok(leader.leading().await.then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(!standby.leading().await, "exactly one leads");
+    assert!(
+        standby.children("worker").is_empty(),
+        "the standby runs no worker"
+    );
+    assert_eq!(
+        standby.children("informer-server").len(),
+        1,
+        "the standby keeps a warm informer-server"
+    );
+
+    let ns = cluster.namespace("failover").await.unwrap();
+    deployment_runs(&cluster, &ns, 2, "2 pods under the first leader").await;
+
+    let orphans = leader.children("worker");
+    assert_eq!(orphans.len(), 1, "{}", leader.log());
+    leader.child.start_kill().unwrap();
+    leader.child.wait().await.unwrap();
+    let killed = Instant::now();
+    let standby_id = standby.identity().unwrap();
+    wait_for("the standby to take the Lease", WAIT, || async {
+        Ok((holder(&cluster, &lease).await.as_deref() == Some(standby_id.as_str())).then_some(()))
+    })
+    .await
+    .unwrap();
+    println!(
+        "failover: the standby holds the Lease {:?} after the leader's SIGKILL (lease duration 4s)",
+        killed.elapsed()
+    );
+    wait_for("the old leader's worker to die with it", WAIT, || async {
+        Ok(orphans
+            .iter()
+            .all(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    deployment_runs(&cluster, &ns, 4, "4 pods under the new leader").await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "kube-system");
+    let spec = leases.get(&lease).await.unwrap().spec.unwrap();
+    assert_eq!(spec.lease_transitions, Some(1), "{spec:?}");
+    assert!(standby
+        .log()
+        .contains(&format!("successfully acquired lease kube-system/{lease}")));
+    cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_is_restarted_and_the_cluster_converges() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let _nodes = nodes(&cluster).await;
+    let launcher = Launcher::start(&cluster, &lease_name(), &[]).await.unwrap();
+    let ns = cluster.namespace("restart").await.unwrap();
+    deployment_runs(&cluster, &ns, 2, "2 pods").await;
+    let before = launcher.children("worker --group default");
+    assert_eq!(before.len(), 1, "{}", launcher.log());
+    // SAFETY: kill(2) on a test-owned process.
+    unsafe {
+        libc::kill(before[0] as i32, libc::SIGKILL);
+    }
+    wait_for("a restarted worker", WAIT, || async {
+        let metrics = launcher.metrics().await?;
+        let restarted =
+            metrics.contains("rkcm_child_restarts_total{rkcm_child=\"worker-default\"} 1");
+        let now = launcher.children("worker --group default");
+        Ok((restarted && now.len() == 1 && now != before).then_some(()))
+    })
+    .await
+    .unwrap();
+    deployment_runs(&cluster, &ns, 3, "3 pods after the restart").await;
+    cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_in_separate_processes_share_one_watch_per_resource() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let _nodes = nodes(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let groups = dir.path().join("groups.yaml");
+    std::fs::write(
+        &groups,
+        "groups:\n- name: apps\n  controllers: [deployment]\n- name: replicas\n  controllers: [replicaset]\n  shards: 2\n- name: rest\n  controllers: ['*', -deployment, -replicaset]\n",
+    )
+    .unwrap();
+    let launcher = Launcher::start(
+        &cluster,
+        &lease_name(),
+        &["--process-groups", groups.to_str().unwrap()],
+    )
+    .await
+    .unwrap();
+    wait_for("four workers", WAIT, || async {
+        Ok((launcher.children("rkcm worker").len() == 4).then_some(()))
+    })
+    .await
+    .unwrap();
+    let ns = cluster.namespace("groups").await.unwrap();
+    deployment_runs(&cluster, &ns, 3, "3 pods from split groups").await;
+    let ps: Vec<String> = launcher
+        .children("rkcm worker")
+        .iter()
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .collect();
+    for expected in [
+        "--group apps",
+        "--group replicas",
+        "--shard 0/2",
+        "--shard 1/2",
+        "--group rest",
+    ] {
+        assert!(
+            ps.iter().any(|c| c.contains(expected)),
+            "no worker with {expected}: {ps:#?}"
+        );
+    }
+    if let Some(sim) = cluster.sim_only("kube_sim_watches") {
+        for resource in ["pods", "replicasets.apps", "deployments.apps"] {
+            assert_eq!(
+                sim.open_watches(resource, "rkcm-"),
+                1,
+                "{resource}: one watch from all of rkcm"
+            );
+        }
+    }
+    cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secure_port_answers_curl_like_kcm() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let launcher = Launcher::start(&cluster, &lease_name(), &[]).await.unwrap();
+    assert_eq!(
+        curl(&format!("{}/healthz", launcher.secure)).await.unwrap(),
+        "ok"
+    );
+    let verbose = curl(&format!("{}/healthz?verbose", launcher.secure))
+        .await
+        .unwrap();
+    assert!(
+        verbose.contains("[+]leaderElection ok") && verbose.contains("healthz check passed"),
+        "{verbose}"
+    );
+    wait_for("readyz with every child", WAIT, || async {
+        let ready = curl(&format!("{}/readyz?verbose", launcher.secure)).await?;
+        Ok(
+            (ready.contains("[+]informer-server ok") && ready.contains("[+]worker-default ok"))
+                .then_some(ready),
+        )
+    })
+    .await
+    .unwrap();
+    let metrics = launcher.metrics().await.unwrap();
+    for expected in [
+        "leader_election_master_status{name=\"",
+        "rkcm_child_restarts_total{rkcm_child=\"worker-default\"}",
+        "rkcm_informer_watches{rkcm_child=\"informer-server\"",
+        "workqueue_depth{rkcm_child=\"worker-default\",name=\"deployment\"}",
+    ] {
+        assert!(metrics.contains(expected), "no {expected} in:\n{metrics}");
+    }
+    cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_configuration_exits_2_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let groups = dir.path().join("groups.yaml");
+    std::fs::write(
+        &groups,
+        "groups:\n- name: a\n  controllers: [deployment]\n- name: b\n  controllers:\n  - deployment\n",
+    )
+    .unwrap();
+    let kubeconfig = dir.path().join("bad.kubeconfig");
+    std::fs::write(&kubeconfig, "this: [is not a kubeconfig").unwrap();
+    let runtime = dir.path().join("run");
+    let runtime = runtime.to_str().unwrap();
+    let groups_flag = groups.to_str().unwrap();
+    let kubeconfig_flag = kubeconfig.to_str().unwrap();
+    for (args, expected) in [
+        (vec!["--frobnicate"], "unexpected argument '--frobnicate'"),
+        (
+            vec!["--process-groups", groups_flag],
+            "groups.yaml:6: deployment-controller is in both group \"a\" and group \"b\"",
+        ),
+        (vec!["--kubeconfig", kubeconfig_flag], "bad.kubeconfig"),
+        (
+            vec!["--leader-elect-resource-lock", "endpoints"],
+            "invalid value 'endpoints'",
+        ),
+        (
+            vec!["--controllers", "*,tokencleaner"],
+            "token-cleaner-controller is not implemented in this version",
+        ),
+        (
+            vec!["--leader-elect-lease-duration", "5s"],
+            "must be greater than --leader-elect-renew-deadline",
+        ),
+    ] {
+        let out = tokio::process::Command::new(RKCM)
+            .arg("launcher")
+            .args(["--runtime-dir", runtime, "--secure-port", "0"])
+            .args(&args)
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected {expected:?} in {stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rkcm_dev_brings_the_demo_deployment_to_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("rkcm-dev.kubeconfig");
+    let log = std::fs::File::create(dir.path().join("dev.log")).unwrap();
+    let mut dev = tokio::process::Command::new(RKCM)
+        .arg("dev")
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--runtime-dir")
+        .arg(dir.path().join("run"))
+        .args(["--secure-port", &free_port().to_string()])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let dev_log = || std::fs::read_to_string(dir.path().join("dev.log")).unwrap_or_default();
+    let client = wait_for("rkcm dev's kubeconfig", WAIT, || async {
+        let yaml = std::fs::read_to_string(&kubeconfig)?;
+        Ok(Some(kube_sim::client_from_kubeconfig(&yaml).await?))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", dev_log()));
+    let deployments: Api<Deployment> = Api::namespaced(client, "rkcm-demo");
+    wait_for("the demo Deployment to be Available", WAIT, || async {
+        let Some(hello) = deployments.get_opt("hello").await? else {
+            return Ok(None);
+        };
+        let available = hello
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True");
+        Ok(available.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", dev_log()));
+    assert!(
+        dev_log().contains("kubectl get deployments,replicasets,pods -n rkcm-demo"),
+        "{}",
+        dev_log()
+    );
+    // Ctrl-C stops everything.
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(dev.id().unwrap() as i32, libc::SIGINT);
+    }
+    let status = tokio::time::timeout(WAIT, dev.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}\n{}", dev_log());
+}
