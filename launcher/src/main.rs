@@ -1,6 +1,7 @@
 //! `rkcm`: the one product binary. Each role is a subcommand, so a static pod runs one
 //! image and the launcher re-executes itself for its children.
 
+mod certs;
 mod dev;
 mod flags;
 mod groups;
@@ -37,6 +38,9 @@ enum Command {
     /// Runs a group of KCM's controllers, fed by the informer-server's stream and
     /// writing to the API server.
     Worker(rkcm_controller_workers::worker::Args),
+    /// Writes a CA and certificates for the informer-server (server) and workers
+    /// (clients): mutual TLS for the distributed mode.
+    Certs(certs::CertsArgs),
     /// Starts a development cluster (kube-sim with simulated nodes) and the launcher on
     /// it, with a demo Deployment.
     Dev(dev::DevArgs),
@@ -75,6 +79,11 @@ fn main() -> ExitCode {
             Command::InformerServer(args) => rkcm_informer_server::run(args).await,
             Command::Worker(args) => rkcm_controller_workers::worker::run(args).await,
             Command::Dev(args) => dev::run(args).await,
+            Command::Certs(args) => certs::run(&args).map(|written| {
+                for path in written {
+                    println!("wrote {}", path.display());
+                }
+            }),
         }
     });
     match result {

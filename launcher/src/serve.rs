@@ -57,16 +57,13 @@ pub fn tls_config(
                 .with_context(|| format!("reading --tls-private-key-file {}", key.display()))?,
         ),
         (None, None) => {
-            let made = rcgen::generate_simple_self_signed(vec![
+            let (cert, key) = crate::certs::self_signed_serving(&[
                 "localhost".to_string(),
                 "127.0.0.1".to_string(),
                 "kube-controller-manager".to_string(),
             ])
             .context("making a self-signed serving certificate")?;
-            (
-                made.cert.pem().into_bytes(),
-                made.signing_key.serialize_pem().into_bytes(),
-            )
+            (cert.into_bytes(), key.into_bytes())
         }
         _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file go together"),
     };

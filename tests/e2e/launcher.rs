@@ -387,3 +387,146 @@ async fn rkcm_dev_brings_the_demo_deployment_to_available() {
         .unwrap();
     assert!(status.success(), "{status:?}\n{}", dev_log());
 }
+
+/// The static pod's command line, with the node's paths replaced by the test's, starts
+/// the launcher: every kubeadm flag is accepted, and the ones rkcm does not act on yet
+/// are named in warnings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_static_pod_manifest_flags_start_the_launcher() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/static-pod/rkcm.yaml"
+    ))
+    .unwrap();
+    let pod: serde_json::Value = serde_yaml::from_str(&manifest).unwrap();
+    let command: Vec<String> = pod["spec"]["containers"][0]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(&command[..2], ["rkcm", "launcher"]);
+    let kubeconfig = cluster.kubeconfig.display().to_string();
+    let mut args: Vec<String> = command[2..]
+        .iter()
+        .filter(|flag| !flag.starts_with("--runtime-dir"))
+        .map(|flag| flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig))
+        .collect();
+    args.push(format!("--leader-elect-resource-name={}", lease_name()));
+    let launcher = Launcher::start_with(args).await.unwrap();
+    let log = launcher.log();
+    for flag in [
+        "--root-ca-file",
+        "--use-service-account-credentials",
+        "--cluster-signing-cert-file",
+    ] {
+        assert!(
+            log.contains(&format!("flag=\"{flag}\"")) || log.contains(&format!("flag={flag}")),
+            "no warning naming {flag}:\n{log}"
+        );
+    }
+    // Delegated authentication is on (--authentication-kubeconfig): /metrics needs a token.
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{}/metrics", launcher.secure),
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
+    assert_eq!(
+        curl(&format!("{}/healthz", launcher.secure)).await.unwrap(),
+        "ok"
+    );
+    cluster.cleanup().await;
+}
+
+/// The distributed mode's wiring: certificates from `rkcm certs`, the informer-server
+/// on TCP with mutual TLS, a worker connecting with its client certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certs_from_rkcm_certs_connect_a_worker_to_a_tcp_informer_server() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let out = tokio::process::Command::new(RKCM)
+        .args([
+            "certs",
+            "--out-dir",
+            certs.to_str().unwrap(),
+            "--server-name",
+            "127.0.0.1",
+            "--client-name",
+            "rkcm-worker",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = |name: &str| certs.join(name).display().to_string();
+    let port = free_port();
+    let informer = tokio::process::Command::new(RKCM)
+        .args([
+            "informer-server",
+            "--kubeconfig",
+            &cluster.kubeconfig.display().to_string(),
+        ])
+        .args(["--listen", &format!("tcp://127.0.0.1:{port}")])
+        .args([
+            "--tls-cert",
+            &path("server.crt"),
+            "--tls-key",
+            &path("server.key"),
+            "--client-ca",
+            &path("ca.crt"),
+        ])
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .kill_on_drop(true)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let health = format!("127.0.0.1:{}", free_port());
+    let worker = tokio::process::Command::new(RKCM)
+        .args([
+            "worker",
+            "--kubeconfig",
+            &cluster.kubeconfig.display().to_string(),
+        ])
+        .args([
+            "--controllers",
+            "serviceaccount",
+            "--health-bind-address",
+            &health,
+        ])
+        .args(["--informer", &format!("tcp://127.0.0.1:{port}")])
+        .args([
+            "--informer-cert",
+            &path("rkcm-worker.crt"),
+            "--informer-key",
+            &path("rkcm-worker.key"),
+            "--informer-ca",
+            &path("ca.crt"),
+        ])
+        .kill_on_drop(true)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the worker, over mutual TLS, to be ready", WAIT, || async {
+        Ok(matches!(http_get(&health, "/readyz").await, Ok((200, _))).then_some(()))
+    })
+    .await
+    .unwrap();
+    drop((informer, worker));
+    cluster.cleanup().await;
+}

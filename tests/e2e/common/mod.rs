@@ -328,34 +328,38 @@ impl Launcher {
         lease: &str,
         extra: &[&str],
     ) -> anyhow::Result<Launcher> {
+        let mut args: Vec<String> = vec![
+            "--kubeconfig".into(),
+            cluster.kubeconfig.display().to_string(),
+            "--bind-address".into(),
+            "127.0.0.1".into(),
+            "--leader-elect-resource-name".into(),
+            lease.into(),
+        ];
+        for flag in [
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+            "--shutdown-grace-period=5s",
+        ] {
+            args.push(flag.into());
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::start_with(args).await
+    }
+
+    /// Starts `rkcm launcher ARGS --runtime-dir TMP --secure-port FREE` and waits for its
+    /// secure port.
+    pub async fn start_with(mut args: Vec<String>) -> anyhow::Result<Launcher> {
         let dir = tempfile::tempdir()?;
         let runtime_dir = dir.path().join("run");
         let port = free_port();
+        args.push(format!("--runtime-dir={}", runtime_dir.display()));
+        args.push(format!("--secure-port={port}"));
         let log = std::fs::File::create(dir.path().join("launcher.log"))?;
         let child = Command::new(RKCM)
             .arg("launcher")
-            .arg("--kubeconfig")
-            .arg(&cluster.kubeconfig)
-            .arg("--runtime-dir")
-            .arg(&runtime_dir)
-            .args([
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                &port.to_string(),
-            ])
-            .args(["--leader-elect-resource-name", lease])
-            .args([
-                "--leader-elect-lease-duration",
-                "4s",
-                "--leader-elect-renew-deadline",
-                "3s",
-                "--leader-elect-retry-period",
-                "500ms",
-                "--shutdown-grace-period",
-                "5s",
-            ])
-            .args(extra)
+            .args(&args)
             .env("RKCM_LOG", "info")
             .stdout(log.try_clone()?)
             .stderr(log)
