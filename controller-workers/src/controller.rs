@@ -21,6 +21,11 @@ use crate::recorder::Recorder;
 pub struct ControllerOptions {
     pub concurrent_deployment_syncs: usize,
     pub concurrent_replicaset_syncs: usize,
+    pub concurrent_gc_syncs: usize,
+    /// How often the garbage collector re-reads discovery (KCM: 30 s).
+    pub garbage_collector_discovery_period: Duration,
+    pub concurrent_namespace_syncs: usize,
+    pub namespace_sync_period: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -28,6 +33,10 @@ impl Default for ControllerOptions {
         ControllerOptions {
             concurrent_deployment_syncs: 5,
             concurrent_replicaset_syncs: 5,
+            concurrent_gc_syncs: 20,
+            garbage_collector_discovery_period: Duration::from_secs(30),
+            concurrent_namespace_syncs: 10,
+            namespace_sync_period: Duration::from_secs(300),
         }
     }
 }
@@ -97,8 +106,9 @@ impl Runnable {
                                     warn!(controller = name, key = %key, error = %message, "dropping key out of the queue after {retries} retries");
                                     queue.forget(&key);
                                 } else {
-                                    if is_conflict(&error) {
-                                        // Our cache lags our own last write: routine.
+                                    if is_conflict_or_gone(&error) {
+                                        // Our cache lags our own last write, or the
+                                        // object went meanwhile: routine.
                                         debug!(controller = name, key = %key, error = %message, "conflict; requeuing");
                                     } else {
                                         warn!(controller = name, key = %key, error = %message, "error syncing; requeuing");
@@ -147,8 +157,12 @@ pub fn describe(error: &anyhow::Error) -> String {
         .join(": ")
 }
 
-fn is_conflict(error: &anyhow::Error) -> bool {
+fn is_conflict_or_gone(error: &anyhow::Error) -> bool {
     error
         .chain()
-        .any(|cause| matches!(cause.downcast_ref::<kube::Error>(), Some(kube::Error::Api(status)) if status.code == 409))
+        .any(|cause| match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(status)) => status.code == 409 || status.code == 404,
+            _ => false,
+        })
+        || describe(error).contains("because it is being terminated")
 }

@@ -51,6 +51,12 @@ impl Informers {
         self
     }
 
+    /// The informer-server connection, for controllers that stream resources not known
+    /// at build time (the garbage collector's monitors).
+    pub fn client(&self) -> InformerClient<Channel> {
+        self.client.clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TypeId, Entry>> {
         self.entries
             .lock()

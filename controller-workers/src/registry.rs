@@ -83,7 +83,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Default,
         false,
     ),
-    d("namespace-controller", Some("namespace"), Default, false),
+    d("namespace-controller", Some("namespace"), Default, true),
     d(
         "serviceaccount-controller",
         Some("serviceaccount"),
@@ -94,7 +94,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         "garbage-collector-controller",
         Some("garbagecollector"),
         Default,
-        false,
+        true,
     ),
     d("daemonset-controller", Some("daemonset"), Default, false),
     d("job-controller", Some("job"), Default, false),

@@ -74,6 +74,23 @@ pub struct Args {
     /// ReplicaSets synced concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_replicaset_syncs: usize,
+    /// Garbage collector workers.
+    #[arg(long, default_value_t = 20)]
+    pub concurrent_gc_syncs: usize,
+    /// Enables the generic garbage collector (as KCM: false turns it off even when
+    /// --controllers selects it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_garbage_collector: bool,
+    /// rkcm: how often the garbage collector re-reads discovery for new resources (KCM
+    /// uses 30s, fixed).
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    pub garbage_collector_discovery_period: Duration,
+    /// Namespaces synced concurrently.
+    #[arg(long, default_value_t = 10)]
+    pub concurrent_namespace_syncs: usize,
+    /// The period for syncing namespace life-cycle updates (Go duration).
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    pub namespace_sync_period: Duration,
     /// Where to serve /healthz, /readyz and /metrics (HOST:PORT; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub health_bind_address: SocketAddr,
@@ -207,12 +224,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         options: ControllerOptions {
             concurrent_deployment_syncs: args.concurrent_deployment_syncs,
             concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
+            concurrent_gc_syncs: args.concurrent_gc_syncs,
+            garbage_collector_discovery_period: args.garbage_collector_discovery_period,
+            concurrent_namespace_syncs: args.concurrent_namespace_syncs,
+            namespace_sync_period: args.namespace_sync_period,
         },
     };
     let mut runnables = Vec::new();
     for name in &selected {
+        if *name == "garbage-collector-controller" && !args.enable_garbage_collector {
+            info!("garbage collector disabled (--enable-garbage-collector=false)");
+            continue;
+        }
         match crate::controllers::build(name, &context) {
-            Some(Ok(runnable)) => runnables.push(runnable),
+            Some(Ok(built)) => runnables.extend(built),
             Some(Err(error)) => return Err(error.context(format!("starting {name}"))),
             None => unreachable!("the registry only selects implemented controllers"),
         }

@@ -33,6 +33,19 @@ pub struct LauncherArgs {
     /// The number of replica sets that are allowed to sync concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_replicaset_syncs: usize,
+    /// The number of garbage collector workers that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 20)]
+    pub concurrent_gc_syncs: usize,
+    /// Enables the generic garbage collector. MUST be synced with the corresponding flag
+    /// of the kube-apiserver.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_garbage_collector: bool,
+    /// The number of namespace objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 10)]
+    pub concurrent_namespace_syncs: usize,
+    /// The period for syncing namespace life-cycle updates.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub namespace_sync_period: Duration,
     /// QPS to use while talking with kubernetes apiserver.
     #[arg(long, default_value_t = 20.0)]
     pub kube_api_qps: f32,
@@ -103,6 +116,10 @@ pub struct LauncherArgs {
     /// rkcm: where the informer-server's socket and per-instance files live.
     #[arg(long, default_value = "/var/run/rkcm")]
     pub runtime_dir: PathBuf,
+    /// rkcm: how often the garbage collector re-reads discovery to monitor new
+    /// resources (KCM: 30s, fixed).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub garbage_collector_discovery_period: Duration,
     /// rkcm: how long SIGTERM waits for children to finish in-flight work.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub shutdown_grace_period: Duration,
@@ -151,18 +168,6 @@ pub struct LauncherArgs {
     /// Not acted on yet: front-proxy authentication of the secure port.
     #[arg(long)]
     pub requestheader_client_ca_file: Option<PathBuf>,
-    /// Not acted on yet (garbage-collector).
-    #[arg(long)]
-    pub concurrent_gc_syncs: Option<u32>,
-    /// Not acted on yet (garbage-collector).
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub enable_garbage_collector: Option<bool>,
-    /// Not acted on yet (namespace).
-    #[arg(long)]
-    pub concurrent_namespace_syncs: Option<u32>,
-    /// Not acted on yet (namespace).
-    #[arg(long)]
-    pub namespace_sync_period: Option<String>,
     /// Not acted on yet (statefulset).
     #[arg(long)]
     pub concurrent_statefulset_syncs: Option<u32>,
@@ -228,10 +233,6 @@ impl LauncherArgs {
             node_monitor_grace_period => "--node-monitor-grace-period",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
-            concurrent_gc_syncs => "--concurrent-gc-syncs",
-            enable_garbage_collector => "--enable-garbage-collector",
-            concurrent_namespace_syncs => "--concurrent-namespace-syncs",
-            namespace_sync_period => "--namespace-sync-period",
             concurrent_statefulset_syncs => "--concurrent-statefulset-syncs",
             concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
             concurrent_job_syncs => "--concurrent-job-syncs",

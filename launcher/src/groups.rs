@@ -210,7 +210,14 @@ mod tests {
             ["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(groups[0].shards, 2);
-        assert_eq!(groups[1].selected, ["serviceaccount-controller"]);
+        assert_eq!(
+            groups[1].selected,
+            [
+                "namespace-controller",
+                "serviceaccount-controller",
+                "garbage-collector-controller"
+            ]
+        );
     }
 
     #[test]
@@ -240,7 +247,7 @@ mod tests {
         let e = parse("g.yaml", zero, &all()).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
 
-        let unimplemented = "groups:\n- name: gc\n  controllers: [garbagecollector]\n";
+        let unimplemented = "groups:\n- name: gc\n  controllers: [tokencleaner]\n";
         let e = parse("g.yaml", unimplemented, &all()).unwrap_err();
         assert!(e.reason.contains("not implemented in this version"), "{e}");
         assert_eq!(e.line, 3);
@@ -251,13 +258,15 @@ mod tests {
     }
 
     #[test]
-    fn defaults_leave_out_what_is_not_implemented() {
+    fn defaults_put_the_garbage_collector_apart() {
         let groups = defaults(&all());
-        assert_eq!(
-            groups.len(),
-            1,
-            "no garbage-collector group until it exists"
-        );
+        assert_eq!(groups.len(), 2);
         assert_eq!(groups[0].name, "default");
+        assert!(!groups[0].selected.contains(&"garbage-collector-controller"));
+        assert_eq!(groups[1].name, "garbage-collector");
+        assert_eq!(groups[1].selected, ["garbage-collector-controller"]);
+        let without =
+            registry::select(&["*".to_string(), "-garbagecollector".to_string()]).unwrap();
+        assert_eq!(defaults(&without).len(), 1);
     }
 }

@@ -294,6 +294,18 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
                 args.concurrent_deployment_syncs.to_string(),
                 "--concurrent-replicaset-syncs".into(),
                 args.concurrent_replicaset_syncs.to_string(),
+                "--concurrent-gc-syncs".into(),
+                args.concurrent_gc_syncs.to_string(),
+                format!(
+                    "--enable-garbage-collector={}",
+                    args.enable_garbage_collector
+                ),
+                "--garbage-collector-discovery-period".into(),
+                format!("{}ms", args.garbage_collector_discovery_period.as_millis()),
+                "--concurrent-namespace-syncs".into(),
+                args.concurrent_namespace_syncs.to_string(),
+                "--namespace-sync-period".into(),
+                format!("{}s", args.namespace_sync_period.as_secs()),
                 "--min-resync-period".into(),
                 format!("{}s", args.min_resync_period.as_secs()),
                 "--shutdown-timeout".into(),

@@ -129,7 +129,12 @@ async fn two_launchers_elect_one_leader_and_fail_over_after_sigkill() {
     deployment_runs(&cluster, &ns, 2, "2 pods under the first leader").await;
 
     let orphans = leader.children("worker");
-    assert_eq!(orphans.len(), 1, "{}", leader.log());
+    assert_eq!(
+        orphans.len(),
+        2,
+        "default and garbage-collector: {}",
+        leader.log()
+    );
     leader.child.start_kill().unwrap();
     leader.child.wait().await.unwrap();
     let killed = Instant::now();
@@ -234,11 +239,17 @@ async fn groups_in_separate_processes_share_one_watch_per_resource() {
     }
     if let Some(sim) = cluster.sim_only("kube_sim_watches") {
         for resource in ["pods", "replicasets.apps", "deployments.apps"] {
-            assert_eq!(
-                sim.open_watches(resource, "rkcm-"),
-                1,
-                "{resource}: one watch from all of rkcm"
-            );
+            // A re-established watch may overlap its predecessor for a moment.
+            let what = format!("{resource}: one watch from all of rkcm");
+            wait_for(&what, WAIT, || async {
+                let open = sim.open_watches(resource, "rkcm-");
+                Ok((open == 1).then_some(()).or_else(|| {
+                    println!("{resource}: {open} watches open");
+                    None
+                }))
+            })
+            .await
+            .unwrap();
         }
     }
     cluster.cleanup().await;

@@ -454,8 +454,8 @@ async fn bad_controller_lists_exit_2_with_the_reason() {
     for (list, expected) in [
         ("frobnicator", "is not a kube-controller-manager controller"),
         (
-            "garbagecollector",
-            "garbage-collector-controller is not implemented in this version",
+            "tokencleaner",
+            "token-cleaner-controller is not implemented in this version",
         ),
     ] {
         let out = tokio::process::Command::new(RKCM)

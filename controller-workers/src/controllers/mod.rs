@@ -2,18 +2,24 @@
 //! builds the ones a `--controllers` list selects.
 
 pub mod deployment;
+pub mod garbagecollector;
+pub mod namespace;
 pub mod replicaset;
 pub mod serviceaccount;
 
 use crate::controller::{ControllerContext, Runnable};
 
 /// Builds the controller `name` (a canonical name from the registry) and registers its
-/// handlers; `None` for a name this version does not implement.
-pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<Runnable>> {
+/// handlers; `None` for a name this version does not implement. Most controllers are one
+/// queue with its workers; the garbage collector is two.
+pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<Vec<Runnable>>> {
+    let one = |built: anyhow::Result<Runnable>| built.map(|r| vec![r]);
     Some(match name {
-        "serviceaccount-controller" => serviceaccount::build(context),
-        "replicaset-controller" => replicaset::build(context),
-        "deployment-controller" => deployment::build(context),
+        "serviceaccount-controller" => one(serviceaccount::build(context)),
+        "replicaset-controller" => one(replicaset::build(context)),
+        "deployment-controller" => one(deployment::build(context)),
+        "garbage-collector-controller" => garbagecollector::build(context),
+        "namespace-controller" => one(namespace::build(context)),
         _ => return None,
     })
 }
@@ -24,6 +30,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<R
 pub fn resources(name: &str) -> &'static [&'static str] {
     match name {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
+        "namespace-controller" => &["v1/namespaces"],
         "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
         "deployment-controller" => &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"],
         _ => &[],

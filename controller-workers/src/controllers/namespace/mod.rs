@@ -1,0 +1,84 @@
+//! namespace-controller: empties a namespace being deleted and then releases it
+//! (upstream `pkg/controller/namespace/`). The deletion itself is in [`deleter`]; this
+//! module queues terminating namespaces (on every change, and every
+//! `--namespace-sync-period`) and runs `--concurrent-namespace-syncs` workers.
+
+mod deleter;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::controller::{ControllerContext, Runnable};
+use crate::informer::Change;
+use crate::queue::WorkQueue;
+use crate::rate_limiter::{Bucket, ItemExponentialFailure, MaxOf};
+
+pub const NAME: &str = "namespace-controller";
+
+pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+    let client = context.clients.client(NAME)?;
+    // Upstream's namespace queue backs off 5 ms doubling to 60 s (not 1000 s).
+    let queue: Arc<WorkQueue<String>> = WorkQueue::with_rate_limiter(
+        "namespace",
+        Box::new(MaxOf::new(vec![
+            Box::new(ItemExponentialFailure::new(
+                Duration::from_millis(5),
+                Duration::from_secs(60),
+            )),
+            Box::new(Bucket::new(10.0, 100)),
+        ])),
+        Some(context.metrics.workqueue.for_queue("namespace")),
+    );
+    let namespaces = context.informers.get::<Namespace>();
+    {
+        let queue = queue.clone();
+        namespaces.add_handler(Arc::new(move |change: &Change<Namespace>| {
+            let namespace = match change {
+                Change::Added(ns) | Change::Updated { new: ns, .. } => ns,
+                Change::Deleted(_) => return,
+            };
+            if namespace.metadata.deletion_timestamp.is_some() {
+                if let Some(name) = namespace.metadata.name.clone() {
+                    queue.add(name);
+                }
+            }
+        }));
+    }
+    {
+        // The namespace informer's own resync period, as KCM gives it.
+        let queue = queue.clone();
+        let store = namespaces.store().clone();
+        let period = context.options.namespace_sync_period;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                for namespace in store.list() {
+                    if namespace.metadata.deletion_timestamp.is_some() {
+                        if let Some(name) = namespace.metadata.name.clone() {
+                            queue.add(name);
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let deleter = Arc::new(deleter::Deleter {
+        client,
+        informer: context.informers.client(),
+        namespaces: namespaces.store().clone(),
+        queue: queue.clone(),
+    });
+    Ok(Runnable {
+        name: NAME,
+        queue,
+        workers: context.options.concurrent_namespace_syncs,
+        sync: Arc::new(move |name| {
+            let deleter = deleter.clone();
+            async move { deleter.sync(&name).await }.boxed()
+        }),
+        max_retries: None,
+    })
+}
