@@ -36,7 +36,31 @@ use crate::recorder::{Recorder, WARNING};
 
 pub const NAME: &str = "garbage-collector-controller";
 
+/// Owners known to be absent (upstream's absentOwnerCache, 500 entries): the dependents
+/// of one deleted owner do not each read it again.
+#[derive(Default)]
+struct AbsentOwners {
+    order: std::collections::VecDeque<String>,
+    set: std::collections::HashSet<String>,
+}
+
+impl AbsentOwners {
+    const CAPACITY: usize = 500;
+
+    fn insert(&mut self, uid: &str) {
+        if self.set.insert(uid.to_string()) {
+            self.order.push_back(uid.to_string());
+            while self.order.len() > Self::CAPACITY {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.set.remove(&oldest);
+                }
+            }
+        }
+    }
+}
+
 pub struct Collector {
+    absent_owners: std::sync::Mutex<AbsentOwners>,
     builder: Arc<GraphBuilder>,
     ops: Operations,
     recorder: Recorder,
@@ -62,6 +86,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
     );
     tokio::spawn(process);
     let collector = Arc::new(Collector {
+        absent_owners: Default::default(),
         builder: builder.clone(),
         ops: Operations {
             client,
@@ -92,6 +117,51 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
                     }
                 }
                 tokio::time::sleep(period).await;
+            }
+        });
+    }
+    {
+        // rkcm's own gauges (upstream has none for the graph): its size and monitors.
+        let nodes = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        let monitors = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        let synced = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        {
+            let mut registry = context
+                .metrics
+                .registry
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            registry.register(
+                "rkcm_garbage_collector_graph_nodes",
+                "Objects (and virtual owners) in the garbage collector's graph",
+                nodes.clone(),
+            );
+            registry.register(
+                "rkcm_garbage_collector_monitors",
+                "Resources the garbage collector monitors",
+                monitors.clone(),
+            );
+            registry.register(
+                "rkcm_garbage_collector_monitors_synced",
+                "1 when every monitor has its first snapshot",
+                synced.clone(),
+            );
+        }
+        let builder = collector.builder.clone();
+        tokio::spawn(async move {
+            loop {
+                let size = builder
+                    .graph
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .nodes
+                    .len();
+                nodes.set(size as i64);
+                monitors.set(builder.monitor_count() as i64);
+                synced.set(i64::from(
+                    builder.monitor_count() > 0 && builder.monitors_synced(),
+                ));
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
     }
@@ -168,6 +238,15 @@ impl Collector {
             );
             return Ok(OwnerState::Dangling);
         }
+        if self
+            .absent_owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set
+            .contains(&reference.uid)
+        {
+            return Ok(OwnerState::Dangling);
+        }
         let owner = ObjectRef {
             api_version: reference.api_version.clone(),
             kind: reference.kind.clone(),
@@ -180,7 +259,13 @@ impl Collector {
             uid: reference.uid.clone(),
         };
         Ok(match self.ops.get(&owner).await? {
-            None => OwnerState::Dangling,
+            None => {
+                self.absent_owners
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(&reference.uid);
+                OwnerState::Dangling
+            }
             Some(meta)
                 if meta.deletion_timestamp.is_some()
                     && meta
