@@ -86,6 +86,33 @@ pub fn deletable(resources: &[ResourceInfo]) -> Vec<ResourceInfo> {
         .collect()
 }
 
+/// Owners known to be absent (upstream's absentOwnerCache, 500 entries): the dependents
+/// of one deleted owner do not each read it again.
+#[derive(Default)]
+pub struct AbsentOwners {
+    order: std::collections::VecDeque<String>,
+    set: std::collections::HashSet<String>,
+}
+
+impl AbsentOwners {
+    const CAPACITY: usize = 500;
+
+    pub fn insert(&mut self, uid: &str) {
+        if self.set.insert(uid.to_string()) {
+            self.order.push_back(uid.to_string());
+            while self.order.len() > Self::CAPACITY {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.set.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, uid: &str) -> bool {
+        self.set.contains(uid)
+    }
+}
+
 struct Monitor {
     task: tokio::task::JoinHandle<()>,
     synced: Arc<AtomicBool>,
@@ -93,6 +120,8 @@ struct Monitor {
 
 pub struct GraphBuilder {
     pub graph: Arc<RwLock<Graph>>,
+    /// Objects seen deleted, or found absent as owners.
+    pub absent: Arc<std::sync::Mutex<AbsentOwners>>,
     pub changes: mpsc::UnboundedSender<GraphChange>,
     monitors: std::sync::Mutex<HashMap<(String, String), Monitor>>,
     client: InformerClient<Channel>,
@@ -109,14 +138,22 @@ impl GraphBuilder {
     ) -> (Arc<GraphBuilder>, impl std::future::Future<Output = ()>) {
         let (changes, receiver) = mpsc::unbounded_channel();
         let graph = Arc::new(RwLock::new(Graph::default()));
+        let absent = Arc::new(std::sync::Mutex::new(AbsentOwners::default()));
         let builder = Arc::new(GraphBuilder {
             graph: graph.clone(),
+            absent: absent.clone(),
             changes,
             monitors: std::sync::Mutex::new(HashMap::new()),
             client,
             subscriber,
         });
-        let process = process_changes(graph, receiver, attempt_to_delete, attempt_to_orphan);
+        let process = process_changes(
+            graph,
+            absent,
+            receiver,
+            attempt_to_delete,
+            attempt_to_orphan,
+        );
         (builder, process)
     }
 
@@ -238,11 +275,19 @@ async fn monitor(
 
 async fn process_changes(
     graph: Arc<RwLock<Graph>>,
+    absent: Arc<std::sync::Mutex<AbsentOwners>>,
     mut receiver: mpsc::UnboundedReceiver<GraphChange>,
     attempt_to_delete: Arc<WorkQueue<String>>,
     attempt_to_orphan: Arc<WorkQueue<String>>,
 ) {
     while let Some(change) = receiver.recv().await {
+        if let GraphChange::Delete(identity) = &change {
+            // Its dependents need not read it again to learn it is gone.
+            absent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(&identity.uid);
+        }
         let mut to_delete = Vec::new();
         let mut to_orphan = Vec::new();
         {

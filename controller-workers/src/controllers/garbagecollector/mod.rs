@@ -36,31 +36,7 @@ use crate::recorder::{Recorder, WARNING};
 
 pub const NAME: &str = "garbage-collector-controller";
 
-/// Owners known to be absent (upstream's absentOwnerCache, 500 entries): the dependents
-/// of one deleted owner do not each read it again.
-#[derive(Default)]
-struct AbsentOwners {
-    order: std::collections::VecDeque<String>,
-    set: std::collections::HashSet<String>,
-}
-
-impl AbsentOwners {
-    const CAPACITY: usize = 500;
-
-    fn insert(&mut self, uid: &str) {
-        if self.set.insert(uid.to_string()) {
-            self.order.push_back(uid.to_string());
-            while self.order.len() > Self::CAPACITY {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.set.remove(&oldest);
-                }
-            }
-        }
-    }
-}
-
 pub struct Collector {
-    absent_owners: std::sync::Mutex<AbsentOwners>,
     builder: Arc<GraphBuilder>,
     ops: Operations,
     recorder: Recorder,
@@ -86,7 +62,6 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
     );
     tokio::spawn(process);
     let collector = Arc::new(Collector {
-        absent_owners: Default::default(),
         builder: builder.clone(),
         ops: Operations {
             client,
@@ -239,10 +214,10 @@ impl Collector {
             return Ok(OwnerState::Dangling);
         }
         if self
-            .absent_owners
+            .builder
+            .absent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .set
             .contains(&reference.uid)
         {
             return Ok(OwnerState::Dangling);
@@ -260,7 +235,8 @@ impl Collector {
         };
         Ok(match self.ops.get(&owner).await? {
             None => {
-                self.absent_owners
+                self.builder
+                    .absent
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(&reference.uid);
