@@ -341,10 +341,13 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-garbagecollector", "*"])).unwrap(),
+            select(&list(&["-job", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
+        let without_gc = select(&list(&["-garbagecollector", "*"])).unwrap();
+        assert!(!without_gc.contains(&"garbage-collector-controller"));
+        assert!(all.contains(&"garbage-collector-controller"));
     }
 
     #[test]
@@ -354,12 +357,11 @@ mod tests {
             Err(SelectionError::Unknown("frobnicator".into()))
         );
         assert_eq!(
-            select(&list(&["*", "garbagecollector"])),
-            Err(SelectionError::NotImplemented(
-                "garbage-collector-controller"
-            ))
+            select(&list(&["*", "tokencleaner"])),
+            Err(SelectionError::NotImplemented("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"garbage-collector-controller"));
+        assert!(default_controllers_missing().contains(&"job-controller"));
+        assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }
 }

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 use serde_json::json;
 
@@ -39,21 +39,7 @@ impl Stack {
         )
         .await
         .unwrap();
-        let nodes = match cluster.sim.is_some() {
-            true => {
-                let yaml = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
-                let client = nodesim::client_from_kubeconfig(&yaml).await.unwrap();
-                Some(NodeSim::start(
-                    client,
-                    NodeSimConfig {
-                        nodes: 3,
-                        start_delay: Duration::from_millis(100),
-                        ..Default::default()
-                    },
-                ))
-            }
-            false => None,
-        };
+        let nodes = simulated_nodes(&cluster, 3).await;
         Stack {
             cluster,
             launcher,

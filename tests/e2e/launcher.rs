@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -21,17 +21,7 @@ fn lease_name() -> String {
 }
 
 async fn nodes(cluster: &TestCluster) -> Option<NodeSim> {
-    cluster.sim.as_ref()?;
-    let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
-    let client = nodesim::client_from_kubeconfig(&yaml).await.ok()?;
-    Some(NodeSim::start(
-        client,
-        NodeSimConfig {
-            nodes: 2,
-            start_delay: Duration::from_millis(100),
-            ..Default::default()
-        },
-    ))
+    simulated_nodes(cluster, 2).await
 }
 
 async fn holder(cluster: &TestCluster, lease: &str) -> Option<String> {

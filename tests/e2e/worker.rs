@@ -13,7 +13,7 @@ use common::*;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams};
-use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
+use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -42,22 +42,7 @@ impl Stack {
         )
         .await
         .unwrap();
-        let nodes = match cluster.sim.is_some() {
-            true => {
-                let yaml = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
-                let client = nodesim::client_from_kubeconfig(&yaml).await.unwrap();
-                Some(NodeSim::start(
-                    client,
-                    NodeSimConfig {
-                        nodes: 3,
-                        start_delay: Duration::from_millis(100),
-                        ..Default::default()
-                    },
-                ))
-            }
-            // A real cluster's own nodes run the pods.
-            false => None,
-        };
+        let nodes = simulated_nodes(&cluster, 3).await;
         Stack {
             cluster,
             informer,

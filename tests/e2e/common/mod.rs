@@ -455,3 +455,24 @@ pub async fn curl(url: &str) -> anyhow::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Simulated nodes for a kube-sim test cluster; `None` on a real cluster, whose own
+/// nodes run the pods.
+pub async fn simulated_nodes(
+    cluster: &TestCluster,
+    nodes: usize,
+) -> Option<kube_sim::nodesim::NodeSim> {
+    cluster.sim.as_ref()?;
+    let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
+    let client = kube_sim::nodesim::client_from_kubeconfig(&yaml)
+        .await
+        .ok()?;
+    Some(kube_sim::nodesim::NodeSim::start(
+        client,
+        kube_sim::nodesim::NodeSimConfig {
+            nodes,
+            start_delay: Duration::from_millis(100),
+            ..Default::default()
+        },
+    ))
+}

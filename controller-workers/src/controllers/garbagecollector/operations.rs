@@ -134,20 +134,13 @@ impl Operations {
         references: &[OwnerReference],
         resource_version: &str,
     ) -> Result<(), OpError> {
-        let (api, _) = self.api(object)?;
-        let patch = json!({"metadata": {
-            "ownerReferences": if references.is_empty() { serde_json::Value::Null } else { json!(references) },
-            "resourceVersion": resource_version,
-            "uid": object.uid,
-        }});
-        match api
-            .patch_metadata(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        self.patch_list(
+            object,
+            "ownerReferences",
+            json!(references),
+            resource_version,
+        )
+        .await
     }
 
     /// Removes `finalizer` from the live object (read, then patched at that version).
@@ -164,10 +157,25 @@ impl Operations {
             return Ok(());
         }
         let remaining: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+        let version = meta.resource_version.unwrap_or_default();
+        self.patch_list(object, "finalizers", json!(remaining), &version)
+            .await
+    }
+
+    /// A JSON merge patch of one metadata list (null when empty), with the
+    /// resourceVersion and UID as preconditions; a vanished object is no error.
+    async fn patch_list(
+        &self,
+        object: &ObjectRef,
+        field: &str,
+        list: serde_json::Value,
+        resource_version: &str,
+    ) -> Result<(), OpError> {
         let (api, _) = self.api(object)?;
+        let empty = list.as_array().is_none_or(|items| items.is_empty());
         let patch = json!({"metadata": {
-            "finalizers": if remaining.is_empty() { serde_json::Value::Null } else { json!(remaining) },
-            "resourceVersion": meta.resource_version,
+            field: if empty { serde_json::Value::Null } else { list },
+            "resourceVersion": resource_version,
             "uid": object.uid,
         }});
         match api
