@@ -258,7 +258,7 @@ pub enum SelectionError {
     #[error("--controllers: {0:?} is not a kube-controller-manager controller")]
     Unknown(String),
     #[error("--controllers: {0} is not implemented in this version of rkcm")]
-    NotImplemented(&'static str),
+    NotInThisVersion(&'static str),
     #[error("--controllers: the list is empty")]
     Empty,
 }
@@ -291,7 +291,7 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
             disabled.insert(descriptor.name);
         } else {
             if !descriptor.implemented {
-                return Err(SelectionError::NotImplemented(descriptor.name));
+                return Err(SelectionError::NotInThisVersion(descriptor.name));
             }
             enabled.insert(descriptor.name);
         }
@@ -358,7 +358,7 @@ mod tests {
         );
         assert_eq!(
             select(&list(&["*", "tokencleaner"])),
-            Err(SelectionError::NotImplemented("token-cleaner-controller"))
+            Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
         assert!(default_controllers_missing().contains(&"job-controller"));

@@ -113,7 +113,7 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
         let selected = registry::select(&raw.controllers).map_err(|e| {
             let needle = match &e {
                 registry::SelectionError::Unknown(name) => name.trim_start_matches('-').to_string(),
-                registry::SelectionError::NotImplemented(name) => {
+                registry::SelectionError::NotInThisVersion(name) => {
                     let descriptor = registry::lookup(name);
                     raw.controllers
                         .iter()
