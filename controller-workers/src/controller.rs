@@ -41,12 +41,17 @@ impl Default for ControllerOptions {
     }
 }
 
+/// A named readiness condition a controller adds to the worker's `/readyz`.
+pub type ReadyCheck = (String, Arc<dyn Fn() -> bool + Send + Sync>);
+
 #[derive(Clone)]
 pub struct ControllerContext {
     pub informers: Arc<Informers>,
     pub clients: ClientFactory,
     pub metrics: Metrics,
     pub options: ControllerOptions,
+    /// Beyond the stores' first snapshots (e.g. the garbage collector's monitors).
+    pub ready_checks: Arc<std::sync::Mutex<Vec<ReadyCheck>>>,
 }
 
 impl ControllerContext {

@@ -221,6 +221,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         informers: informers.clone(),
         clients,
         metrics: metrics.clone(),
+        ready_checks: Default::default(),
         options: ControllerOptions {
             concurrent_deployment_syncs: args.concurrent_deployment_syncs,
             concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
@@ -247,7 +248,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding --health-bind-address {}", args.health_bind_address))?;
     let health = listener.local_addr()?;
-    tokio::spawn(serve_health(listener, informers.clone(), metrics.clone()));
+    tokio::spawn(serve_health(
+        listener,
+        informers.clone(),
+        context.ready_checks.clone(),
+        metrics.clone(),
+    ));
     info!(group = %args.group, controllers = ?selected, health = %health, informer = %args.informer, "worker starting");
 
     informers.start();
@@ -291,7 +297,12 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> anyhow::Result<tokio::signal
     tokio::signal::unix::signal(kind).context("installing a signal handler")
 }
 
-async fn serve_health(listener: TcpListener, informers: Arc<Informers>, metrics: Metrics) {
+async fn serve_health(
+    listener: TcpListener,
+    informers: Arc<Informers>,
+    checks: Arc<std::sync::Mutex<Vec<crate::controller::ReadyCheck>>>,
+    metrics: Metrics,
+) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -303,11 +314,22 @@ async fn serve_health(listener: TcpListener, informers: Arc<Informers>, metrics:
         };
         let informers = informers.clone();
         let metrics = metrics.clone();
+        let checks = checks.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let informers = informers.clone();
                 let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(respond(&request, &informers, &metrics)) }
+                let checks = checks.clone();
+                async move {
+                    let failing: Vec<String> = checks
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .filter(|(_, ready)| !ready())
+                        .map(|(name, _)| name.clone())
+                        .collect();
+                    Ok::<_, Infallible>(respond(&request, &informers, &failing, &metrics))
+                }
             });
             let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), service)
@@ -319,12 +341,14 @@ async fn serve_health(listener: TcpListener, informers: Arc<Informers>, metrics:
 fn respond(
     request: &Request<Incoming>,
     informers: &Informers,
+    failing: &[String],
     metrics: &Metrics,
 ) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match request.uri().path() {
         "/healthz" | "/livez" => (200, "text/plain; charset=utf-8", "ok".to_string()),
         "/readyz" => {
-            let unsynced = informers.unsynced();
+            let mut unsynced = informers.unsynced();
+            unsynced.extend(failing.iter().cloned());
             if unsynced.is_empty() {
                 (200, "text/plain; charset=utf-8", "ok".to_string())
             } else {

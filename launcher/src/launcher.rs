@@ -214,7 +214,10 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         .map_err(|e| UsageError(format!("{e:#}")))?;
     std::fs::create_dir_all(&args.runtime_dir)
         .with_context(|| format!("creating --runtime-dir {}", args.runtime_dir.display()))?;
-    let kubeconfig = children_kubeconfig(&args, &args.runtime_dir)?;
+    // Children get absolute paths (a unix:// address must be absolute).
+    let runtime_dir = std::fs::canonicalize(&args.runtime_dir)
+        .with_context(|| format!("resolving --runtime-dir {}", args.runtime_dir.display()))?;
+    let kubeconfig = children_kubeconfig(&args, &runtime_dir)?;
     let client = {
         let mut config = rkcm_informer_server::server::kube_config(kubeconfig.as_deref()).await?;
         config.headers.push((
@@ -224,7 +227,7 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         kube::Client::try_from(config).context("building the API client")?
     };
 
-    let socket = args.runtime_dir.join("informer.sock");
+    let socket = runtime_dir.join("informer.sock");
     let informer_address = format!("unix://{}", socket.display());
     let mut warm: Vec<&str> = groups
         .iter()

@@ -263,10 +263,10 @@ async fn the_secure_port_answers_curl_like_kcm() {
     );
     wait_for("readyz with every child", WAIT, || async {
         let ready = curl(&format!("{}/readyz?verbose", launcher.secure)).await?;
-        Ok(
-            (ready.contains("[+]informer-server ok") && ready.contains("[+]worker-default ok"))
-                .then_some(ready),
-        )
+        Ok((ready.contains("[+]informer-server ok")
+            && ready.contains("[+]worker-default ok")
+            && ready.contains("[+]worker-garbage-collector ok"))
+        .then_some(ready))
     })
     .await
     .unwrap();

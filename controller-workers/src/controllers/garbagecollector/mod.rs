@@ -140,6 +140,17 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
             }
         });
     }
+    {
+        let builder = collector.builder.clone();
+        context
+            .ready_checks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((
+                "garbage-collector monitors".to_string(),
+                Arc::new(move || builder.monitor_count() > 0 && builder.monitors_synced()),
+            ));
+    }
     let workers = context.options.concurrent_gc_syncs;
     let deleting = {
         let collector = collector.clone();
