@@ -21,6 +21,7 @@ use crate::recorder::Recorder;
 pub struct ControllerOptions {
     pub concurrent_deployment_syncs: usize,
     pub concurrent_replicaset_syncs: usize,
+    pub concurrent_rc_syncs: usize,
     pub concurrent_gc_syncs: usize,
     /// How often the garbage collector re-reads discovery (KCM: 30 s).
     pub garbage_collector_discovery_period: Duration,
@@ -33,6 +34,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             concurrent_deployment_syncs: 5,
             concurrent_replicaset_syncs: 5,
+            concurrent_rc_syncs: 5,
             concurrent_gc_syncs: 20,
             garbage_collector_discovery_period: Duration::from_secs(30),
             concurrent_namespace_syncs: 10,

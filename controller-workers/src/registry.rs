@@ -69,7 +69,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         "replicationcontroller-controller",
         Some("replicationcontroller"),
         Default,
-        false,
+        true,
     ),
     d(
         "pod-garbage-collector-controller",

@@ -74,6 +74,9 @@ pub struct Args {
     /// ReplicaSets synced concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_replicaset_syncs: usize,
+    /// ReplicationControllers synced concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_rc_syncs: usize,
     /// Garbage collector workers.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
@@ -225,6 +228,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         options: ControllerOptions {
             concurrent_deployment_syncs: args.concurrent_deployment_syncs,
             concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
+            concurrent_rc_syncs: args.concurrent_rc_syncs,
             concurrent_gc_syncs: args.concurrent_gc_syncs,
             garbage_collector_discovery_period: args.garbage_collector_discovery_period,
             concurrent_namespace_syncs: args.concurrent_namespace_syncs,

@@ -33,6 +33,9 @@ pub struct LauncherArgs {
     /// The number of replica sets that are allowed to sync concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_replicaset_syncs: usize,
+    /// The number of replication controllers that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_rc_syncs: usize,
     /// The number of garbage collector workers that are allowed to sync concurrently.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
@@ -180,9 +183,6 @@ pub struct LauncherArgs {
     /// Not acted on yet (cronjob).
     #[arg(long)]
     pub concurrent_cron_job_syncs: Option<u32>,
-    /// Not acted on yet (replicationcontroller).
-    #[arg(long)]
-    pub concurrent_rc_syncs: Option<u32>,
     /// Not acted on yet (endpoints).
     #[arg(long)]
     pub concurrent_endpoint_syncs: Option<u32>,
@@ -237,7 +237,6 @@ impl LauncherArgs {
             concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
             concurrent_job_syncs => "--concurrent-job-syncs",
             concurrent_cron_job_syncs => "--concurrent-cron-job-syncs",
-            concurrent_rc_syncs => "--concurrent-rc-syncs",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
             concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
             concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",

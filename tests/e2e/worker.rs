@@ -38,7 +38,10 @@ impl Stack {
         let worker = Worker::start(
             &cluster,
             &informer,
-            &["--controllers", "deployment,replicaset,serviceaccount"],
+            &[
+                "--controllers",
+                "deployment,replicaset,replicationcontroller,serviceaccount",
+            ],
         )
         .await
         .unwrap();
@@ -595,5 +598,71 @@ async fn api_server_errors_and_dropped_streams_mid_scale_end_with_exactly_the_de
         .await;
     s.rollout_status(&ns, "web").await;
     assert_eq!(s.live_pods(&ns).await.len(), 12);
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replication_controller_keeps_its_pods_as_a_replica_set_does() {
+    let s = Stack::start().await;
+    let ns = s.namespace("rc").await;
+    let rc = serde_json::json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "legacy", "namespace": ns},
+        "spec": {"replicas": 3, "selector": {"app": "legacy"},
+            "template": {"metadata": {"labels": {"app": "legacy"}},
+                "spec": {"containers": [{"name": "pause", "image": IMAGE_1}]}}}});
+    s.cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &rc.to_string())
+        .await
+        .unwrap();
+    s.wait_live_pods(&ns, 3).await;
+    let controllers: Api<k8s_openapi::api::core::v1::ReplicationController> =
+        Api::namespaced(s.cluster.client.clone(), &ns);
+    wait_for("the RC's readyReplicas", WAIT, || async {
+        let rc = controllers.get("legacy").await?;
+        let status = rc.status.unwrap_or_default();
+        Ok((status.ready_replicas == Some(3)
+            && status.observed_generation == rc.metadata.generation)
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    let pods = s.live_pods(&ns).await;
+    let owner = pods[0]
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            owner[0].api_version.as_str(),
+            owner[0].kind.as_str(),
+            owner[0].controller
+        ),
+        ("v1", "ReplicationController", Some(true))
+    );
+    s.kubectl(&["scale", "rc/legacy", "--replicas", "1", "-n", &ns])
+        .await;
+    s.wait_live_pods(&ns, 1).await;
+    let events = s
+        .kubectl(&[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "-o",
+            "custom-columns=REASON:.reason,SOURCE:.source.component",
+        ])
+        .await;
+    for expected in [
+        "SuccessfulCreate replication-controller",
+        "SuccessfulDelete replication-controller",
+    ] {
+        assert!(
+            events
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == expected),
+            "no {expected:?} event in:\n{events}"
+        );
+    }
     s.cluster.cleanup().await;
 }

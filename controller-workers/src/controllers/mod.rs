@@ -17,6 +17,9 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
     Some(match name {
         "serviceaccount-controller" => one(serviceaccount::build(context)),
         "replicaset-controller" => one(replicaset::build(context)),
+        "replicationcontroller-controller" => {
+            one(replicaset::build_replication_controller(context))
+        }
         "deployment-controller" => one(deployment::build(context)),
         "garbage-collector-controller" => garbagecollector::build(context),
         "namespace-controller" => one(namespace::build(context)),
@@ -32,6 +35,7 @@ pub fn resources(name: &str) -> &'static [&'static str] {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
         "namespace-controller" => &["v1/namespaces"],
         "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
+        "replicationcontroller-controller" => &["v1/pods", "v1/replicationcontrollers"],
         "deployment-controller" => &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"],
         _ => &[],
     }

@@ -7,6 +7,7 @@
 //! matching), creates missing pods in slow-start batches or deletes surplus ones in
 //! upstream's deletion order, and writes the status.
 
+pub mod kind;
 mod status;
 mod sync;
 
@@ -15,33 +16,48 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::expectations::UidTrackingExpectations;
 use crate::informer::Change;
 use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
-use crate::selector::Selector;
+
+use self::kind::Replicated;
 use crate::store::{controller_uid, key_of, Store};
 
 pub const NAME: &str = "replicaset-controller";
 /// At most this many pods are created or deleted in one sync (upstream BurstReplicas).
 pub const BURST_REPLICAS: usize = 500;
 
-pub(crate) struct Controller {
+pub(crate) struct Controller<K: Replicated> {
     client: kube::Client,
     pod_control: PodControl,
-    replica_sets: Store<ReplicaSet>,
+    replica_sets: Store<K>,
     pods: Store<Pod>,
     expectations: UidTrackingExpectations,
     queue: Arc<WorkQueue<String>>,
 }
 
 pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
-    let (client, recorder) = context.client_and_recorder(NAME)?;
-    let queue = context.queue("replicaset");
-    let replica_sets = context.informers.get::<ReplicaSet>();
+    build_for::<ReplicaSet>(context, context.options.concurrent_replicaset_syncs)
+}
+
+/// replicationcontroller-controller: the same controller for core/v1
+/// ReplicationControllers, as upstream runs it.
+pub fn build_replication_controller(context: &ControllerContext) -> anyhow::Result<Runnable> {
+    build_for::<ReplicationController>(context, context.options.concurrent_rc_syncs)
+}
+
+fn build_for<K: Replicated>(
+    context: &ControllerContext,
+    workers: usize,
+) -> anyhow::Result<Runnable> {
+    let client = context.clients.client(K::CONTROLLER)?;
+    let recorder = crate::recorder::Recorder::new(client.clone(), K::EVENT_SOURCE);
+    let queue = context.queue(K::QUEUE);
+    let replica_sets = context.informers.get::<K>();
     let pods = context.informers.get::<Pod>();
     let controller = Arc::new(Controller {
         pod_control: PodControl::new(client.clone(), recorder.clone()),
@@ -53,7 +69,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
     });
     {
         let controller = controller.clone();
-        replica_sets.add_handler(Arc::new(move |change: &Change<ReplicaSet>| {
+        replica_sets.add_handler(Arc::new(move |change: &Change<K>| {
             controller.on_replica_set(change)
         }));
     }
@@ -64,9 +80,9 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         }));
     }
     Ok(Runnable {
-        name: NAME,
+        name: K::CONTROLLER,
         queue,
-        workers: context.options.concurrent_replicaset_syncs,
+        workers,
         sync: Arc::new(move |key| {
             let controller = controller.clone();
             async move { controller.sync(&key).await }.boxed()
@@ -75,19 +91,19 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
     })
 }
 
-impl Controller {
-    fn on_replica_set(&self, change: &Change<ReplicaSet>) {
+impl<K: Replicated> Controller<K> {
+    fn on_replica_set(&self, change: &Change<K>) {
         match change {
-            Change::Added(rs) => self.queue.add(key_of(&rs.metadata)),
+            Change::Added(rs) => self.queue.add(key_of(rs.meta())),
             Change::Updated { old, new } => {
-                if old.metadata.uid != new.metadata.uid {
+                if old.meta().uid != new.meta().uid {
                     // Deleted and recreated under the same name while we were away.
-                    self.expectations.delete(&key_of(&old.metadata));
+                    self.expectations.delete(&key_of(old.meta()));
                 }
-                self.queue.add(key_of(&new.metadata));
+                self.queue.add(key_of(new.meta()));
             }
             Change::Deleted(deleted) => {
-                let key = key_of(&deleted.object().metadata);
+                let key = key_of(deleted.object().meta());
                 self.expectations.delete(&key);
                 self.queue.add(key);
             }
@@ -95,29 +111,31 @@ impl Controller {
     }
 
     /// The ReplicaSet a controllerRef names, if it is in the cache with that UID.
-    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<K>> {
         let reference = pod
             .metadata
             .owner_references
             .as_ref()?
             .iter()
             .find(|reference| reference.controller == Some(true))?;
-        if reference.kind != "ReplicaSet" || !reference.api_version.starts_with("apps/") {
+        if reference.kind != K::kind(&())
+            || crate::controllers::garbagecollector::operations::group_of(&reference.api_version)
+                != K::group(&())
+        {
             return None;
         }
         let rs = self.replica_sets.get_in(namespace, &reference.name)?;
-        (rs.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(rs)
+        (rs.meta().uid.as_deref() == Some(reference.uid.as_str())).then_some(rs)
     }
 
     /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
-    fn matching_replica_sets(&self, pod: &Pod) -> Vec<Arc<ReplicaSet>> {
+    fn matching_replica_sets(&self, pod: &Pod) -> Vec<Arc<K>> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         self.replica_sets
             .list_namespace(namespace)
             .into_iter()
             .filter(|rs| {
-                let selector = rs.spec.as_ref().map(|spec| &spec.selector);
-                Selector::from_label_selector(selector)
+                rs.pod_selector()
                     .map(|selector| {
                         !selector.is_empty() && selector.matches(pod.metadata.labels.as_ref())
                     })
@@ -137,14 +155,14 @@ impl Controller {
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
                 if controller_uid(&pod.metadata).is_some() {
                     if let Some(rs) = self.resolve(namespace, pod) {
-                        let key = key_of(&rs.metadata);
+                        let key = key_of(rs.meta());
                         self.expectations.creation_observed(&key);
                         self.queue.add(key);
                     }
                     return;
                 }
                 for rs in self.matching_replica_sets(pod) {
-                    self.queue.add(key_of(&rs.metadata));
+                    self.queue.add(key_of(rs.meta()));
                 }
             }
             Change::Updated { old, new } => {
@@ -165,17 +183,13 @@ impl Controller {
                 let ref_changed = controller_uid(&old.metadata) != controller_uid(&new.metadata);
                 if ref_changed {
                     if let Some(rs) = self.resolve(namespace, old) {
-                        self.queue.add(key_of(&rs.metadata));
+                        self.queue.add(key_of(rs.meta()));
                     }
                 }
                 if controller_uid(&new.metadata).is_some() {
                     if let Some(rs) = self.resolve(namespace, new) {
-                        let key = key_of(&rs.metadata);
-                        let min_ready = rs
-                            .spec
-                            .as_ref()
-                            .and_then(|spec| spec.min_ready_seconds)
-                            .unwrap_or(0);
+                        let key = key_of(rs.meta());
+                        let min_ready = rs.min_ready_seconds();
                         self.queue.add(key.clone());
                         if !crate::pods::is_pod_ready(old)
                             && crate::pods::is_pod_ready(new)
@@ -193,7 +207,7 @@ impl Controller {
                 }
                 if labels_changed || ref_changed {
                     for rs in self.matching_replica_sets(new) {
-                        self.queue.add(key_of(&rs.metadata));
+                        self.queue.add(key_of(rs.meta()));
                     }
                 }
             }
@@ -204,7 +218,7 @@ impl Controller {
     fn pod_deleted(&self, pod: &Pod) {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(rs) = self.resolve(namespace, pod) {
-            let key = key_of(&rs.metadata);
+            let key = key_of(rs.meta());
             self.expectations
                 .deletion_observed(&key, &key_of(&pod.metadata));
             self.queue.add(key);

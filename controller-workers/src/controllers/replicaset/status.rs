@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 
+use super::kind::Replicated;
 use super::sync::ManageError;
 use crate::pods::{is_pod_available, is_pod_ready};
 
@@ -18,20 +19,15 @@ pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 /// One retry with a fresh read after a conflict, as upstream.
 const STATUS_UPDATE_RETRIES: usize = 1;
 
-pub(super) fn calculate(
-    rs: &ReplicaSet,
+pub(super) fn calculate<K: Replicated>(
+    rs: &K,
     pods: &[Arc<Pod>],
     manage_error: Option<&ManageError>,
     now: Timestamp,
 ) -> ReplicaSetStatus {
-    let mut status = rs.status.clone().unwrap_or_default();
-    let spec = rs.spec.as_ref();
-    let template_labels = spec
-        .and_then(|spec| spec.template.as_ref())
-        .and_then(|template| template.metadata.as_ref())
-        .and_then(|meta| meta.labels.clone())
-        .unwrap_or_default();
-    let min_ready = spec.and_then(|spec| spec.min_ready_seconds).unwrap_or(0);
+    let mut status = rs.common_status();
+    let template_labels = rs.template_labels();
+    let min_ready = rs.min_ready_seconds();
     let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
     for pod in pods {
         let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -94,24 +90,24 @@ fn same_counts(a: &ReplicaSetStatus, b: &ReplicaSetStatus) -> bool {
 
 /// Writes `status` (with observedGeneration) unless nothing changed; returns the
 /// ReplicaSet as stored.
-pub(super) async fn update(
+pub(super) async fn update<K: Replicated>(
     client: &kube::Client,
-    rs: &Arc<ReplicaSet>,
+    rs: &Arc<K>,
     mut status: ReplicaSetStatus,
-) -> Result<Arc<ReplicaSet>, kube::Error> {
-    let current = rs.status.clone().unwrap_or_default();
-    let generation = rs.metadata.generation;
+) -> Result<Arc<K>, kube::Error> {
+    let current = rs.common_status();
+    let generation = rs.meta().generation;
     if same_counts(&current, &status) && current.observed_generation == generation {
         return Ok(rs.clone());
     }
     status.observed_generation = generation;
-    let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-    let name = rs.metadata.name.clone().unwrap_or_default();
-    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    let namespace = rs.meta().namespace.clone().unwrap_or_default();
+    let name = rs.meta().name.clone().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     let mut object = rs.as_ref().clone();
     let mut attempt = 0;
     loop {
-        object.status = Some(status.clone());
+        object.set_common_status(status.clone());
         match api
             .replace_status(&name, &PostParams::default(), &object)
             .await
@@ -129,7 +125,7 @@ pub(super) async fn update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+    use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -6,19 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tracing::{debug, warn};
 
+use super::kind::Replicated;
 use super::{status, Controller, BURST_REPLICAS};
 use crate::controller_ref::RefManager;
 use crate::pod_control::{
     controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
 };
 use crate::pods::{compare_for_deletion, is_pod_active};
-use crate::selector::Selector;
 use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
 
 /// Why manageReplicas failed, kept for the ReplicaFailure condition.
@@ -27,7 +26,7 @@ pub(super) struct ManageError {
     pub error: anyhow::Error,
 }
 
-impl Controller {
+impl<K: Replicated> Controller<K> {
     pub(super) async fn sync(&self, key: &str) -> anyhow::Result<()> {
         let (namespace, name) = split_key(key);
         let Some(rs) = self.replica_sets.get_in(namespace, name) else {
@@ -36,7 +35,7 @@ impl Controller {
             return Ok(());
         };
         let needs_sync = self.expectations.satisfied(key);
-        let selector = match Selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector)) {
+        let selector = match rs.pod_selector() {
             Ok(selector) => selector,
             Err(error) => {
                 // The API server validates selectors; a bad one can never match a pod.
@@ -44,7 +43,7 @@ impl Controller {
                 return Ok(());
             }
         };
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let uid = rs.meta().uid.clone().unwrap_or_default();
         // Candidates: pods this ReplicaSet controls, and orphans of its namespace (pods
         // another controller owns are never claimed, so they need not be looked at).
         let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
@@ -59,7 +58,7 @@ impl Controller {
             rs.as_ref(),
             controller_ref(rs.as_ref()),
             &selector,
-            Api::<ReplicaSet>::namespaced(self.client.clone(), namespace),
+            Api::<K>::namespaced(self.client.clone(), namespace),
         );
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let (pods, claim_errors) = manager.claim(candidates, &pod_api).await;
@@ -69,21 +68,21 @@ impl Controller {
         }
 
         let mut manage_error = None;
-        if needs_sync && rs.metadata.deletion_timestamp.is_none() {
+        if needs_sync && rs.meta().deletion_timestamp.is_none() {
             manage_error = self.manage_replicas(&pods, &rs).await.err();
         }
-        let new_status = status::calculate(&rs, &pods, manage_error.as_ref(), Timestamp::now());
+        let new_status =
+            status::calculate(rs.as_ref(), &pods, manage_error.as_ref(), Timestamp::now());
         let updated = status::update(&self.client, &rs, new_status)
             .await
-            .with_context(|| format!("updating status of ReplicaSet {key}"))?;
-        let spec = updated.spec.as_ref();
-        let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
-        let min_ready = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
-        let status = updated.status.as_ref();
+            .with_context(|| format!("updating status of {} {key}", K::kind(&())))?;
+        let replicas = updated.replicas();
+        let min_ready = updated.min_ready_seconds();
+        let status = updated.common_status();
         if manage_error.is_none()
             && min_ready > 0
-            && status.and_then(|s| s.ready_replicas).unwrap_or(0) == replicas
-            && status.and_then(|s| s.available_replicas).unwrap_or(0) != replicas
+            && status.ready_replicas.unwrap_or(0) == replicas
+            && status.available_replicas.unwrap_or(0) != replicas
         {
             self.queue
                 .add_after(key.to_string(), Duration::from_secs(min_ready as u64));
@@ -94,28 +93,15 @@ impl Controller {
         }
     }
 
-    async fn manage_replicas(
-        &self,
-        pods: &[Arc<Pod>],
-        rs: &Arc<ReplicaSet>,
-    ) -> Result<(), ManageError> {
-        let key = key_of(&rs.metadata);
-        let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-        let replicas = rs
-            .spec
-            .as_ref()
-            .and_then(|s| s.replicas)
-            .unwrap_or(1)
-            .max(0) as usize;
+    async fn manage_replicas(&self, pods: &[Arc<Pod>], rs: &Arc<K>) -> Result<(), ManageError> {
+        let key = key_of(rs.meta());
+        let namespace = rs.meta().namespace.clone().unwrap_or_default();
+        let replicas = rs.replicas().max(0) as usize;
         if pods.len() < replicas {
             let diff = (replicas - pods.len()).min(BURST_REPLICAS);
             // Set before creating: the informer may see a pod before create returns.
             self.expectations.expect_creations(&key, diff as i64);
-            let template = rs
-                .spec
-                .as_ref()
-                .and_then(|spec| spec.template.clone())
-                .unwrap_or_default();
+            let template = rs.template().cloned().unwrap_or_default();
             let reference = controller_ref(rs.as_ref());
             debug!(key, need = replicas, creating = diff, "too few replicas");
             let (created, error) = slow_start_batch(diff, SLOW_START_INITIAL_BATCH_SIZE, || {
@@ -186,18 +172,18 @@ impl Controller {
 
     /// Pods of every ReplicaSet that has the same controller (Deployment) as `rs`: a
     /// scale-down prefers pods doubled up with their siblings on a node.
-    fn related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<Pod>> {
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        let siblings: Vec<Arc<ReplicaSet>> = match crate::store::controller_uid(&rs.metadata) {
+    fn related_pods(&self, rs: &K) -> Vec<Arc<Pod>> {
+        let namespace = rs.meta().namespace.as_deref().unwrap_or_default();
+        let siblings: Vec<Arc<K>> = match crate::store::controller_uid(rs.meta()) {
             Some(owner) => self
                 .replica_sets
                 .by_index(CONTROLLER_UID_INDEX, owner)
                 .into_iter()
-                .filter(|other| other.metadata.namespace.as_deref() == Some(namespace))
+                .filter(|other| other.meta().namespace.as_deref() == Some(namespace))
                 .collect(),
             None => self
                 .replica_sets
-                .get(&key_of(&rs.metadata))
+                .get(&key_of(rs.meta()))
                 .into_iter()
                 .collect(),
         };
@@ -207,7 +193,7 @@ impl Controller {
             .flat_map(|sibling| {
                 self.pods.by_index(
                     CONTROLLER_UID_INDEX,
-                    sibling.metadata.uid.as_deref().unwrap_or_default(),
+                    sibling.meta().uid.as_deref().unwrap_or_default(),
                 )
             })
             .filter(|pod| seen.insert(pod.metadata.uid.clone()))
