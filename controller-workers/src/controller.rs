@@ -27,6 +27,7 @@ pub struct ControllerOptions {
     pub garbage_collector_discovery_period: Duration,
     pub concurrent_namespace_syncs: usize,
     pub namespace_sync_period: Duration,
+    pub concurrent_ttl_after_finished_syncs: usize,
 }
 
 impl Default for ControllerOptions {
@@ -39,6 +40,7 @@ impl Default for ControllerOptions {
             garbage_collector_discovery_period: Duration::from_secs(30),
             concurrent_namespace_syncs: 10,
             namespace_sync_period: Duration::from_secs(300),
+            concurrent_ttl_after_finished_syncs: 5,
         }
     }
 }

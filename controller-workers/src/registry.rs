@@ -193,7 +193,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         "ttl-after-finished-controller",
         Some("ttl-after-finished"),
         Default,
-        false,
+        true,
     ),
     d(
         "root-ca-certificate-publisher-controller",

@@ -88,6 +88,9 @@ pub struct Args {
     /// uses 30s, fixed).
     #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
     pub garbage_collector_discovery_period: Duration,
+    /// Finished Jobs checked for their TTL concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_ttl_after_finished_syncs: usize,
     /// Namespaces synced concurrently.
     #[arg(long, default_value_t = 10)]
     pub concurrent_namespace_syncs: usize,
@@ -233,6 +236,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             garbage_collector_discovery_period: args.garbage_collector_discovery_period,
             concurrent_namespace_syncs: args.concurrent_namespace_syncs,
             namespace_sync_period: args.namespace_sync_period,
+            concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
         },
     };
     let mut runnables = Vec::new();

@@ -36,6 +36,10 @@ pub struct LauncherArgs {
     /// The number of replication controllers that are allowed to sync concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_rc_syncs: usize,
+    /// The number of ttl-after-finished-controller workers that are allowed to sync
+    /// concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_ttl_after_finished_syncs: usize,
     /// The number of garbage collector workers that are allowed to sync concurrently.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
@@ -195,9 +199,6 @@ pub struct LauncherArgs {
     /// Not acted on yet (serviceaccount-token).
     #[arg(long)]
     pub concurrent_serviceaccount_token_syncs: Option<u32>,
-    /// Not acted on yet (ttl-after-finished).
-    #[arg(long)]
-    pub concurrent_ttl_after_finished_syncs: Option<u32>,
     /// Not acted on yet (horizontal-pod-autoscaler).
     #[arg(long)]
     pub concurrent_horizontal_pod_autoscaler_syncs: Option<u32>,
@@ -241,7 +242,6 @@ impl LauncherArgs {
             concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
             concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",
             concurrent_serviceaccount_token_syncs => "--concurrent-serviceaccount-token-syncs",
-            concurrent_ttl_after_finished_syncs => "--concurrent-ttl-after-finished-syncs",
             concurrent_horizontal_pod_autoscaler_syncs => "--concurrent-horizontal-pod-autoscaler-syncs",
             terminated_pod_gc_threshold => "--terminated-pod-gc-threshold",
             profiling => "--profiling",

@@ -458,3 +458,42 @@ async fn killing_the_collector_mid_cascade_orphans_nothing_and_deletes_nothing_o
     assert_eq!(s.count::<Pod>(&ns, "app=keep").await, 2);
     s.cluster.cleanup().await;
 }
+
+/// ttl-after-finished deletes a finished Job after its TTL (the test plays the job
+/// controller, which rkcm does not have yet, by writing the Complete condition), and the
+/// collector finishes the foreground deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_is_deleted_after_its_ttl() {
+    use k8s_openapi::api::batch::v1::Job;
+    let s = Stack::start().await;
+    let ns = s.cluster.namespace("ttl").await.unwrap();
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    for (name, ttl) in [("short", 1), ("long", 3600)] {
+        let job: Job = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"ttlSecondsAfterFinished": ttl, "suspend": true,
+                "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}))
+        .unwrap();
+        let mut job = jobs.create(&PostParams::default(), &job).await.unwrap();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        job.status = Some(
+            serde_json::from_value(json!({
+                "startTime": now.to_string(), "completionTime": now.to_string(), "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True",
+                    "lastProbeTime": now.to_string(), "lastTransitionTime": now.to_string()}]}))
+            .unwrap(),
+        );
+        jobs.replace_status(name, &PostParams::default(), &job)
+            .await
+            .unwrap();
+    }
+    s.wait("the short-lived Job to be deleted", || async {
+        jobs.get_opt("short").await.ok().flatten().is_none()
+    })
+    .await;
+    assert!(
+        jobs.get_opt("long").await.unwrap().is_some(),
+        "a Job within its TTL stays"
+    );
+    s.cluster.cleanup().await;
+}

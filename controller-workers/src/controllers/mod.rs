@@ -6,6 +6,7 @@ pub mod garbagecollector;
 pub mod namespace;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod ttlafterfinished;
 
 use crate::controller::{ControllerContext, Runnable};
 
@@ -23,6 +24,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "deployment-controller" => one(deployment::build(context)),
         "garbage-collector-controller" => garbagecollector::build(context),
         "namespace-controller" => one(namespace::build(context)),
+        "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
         _ => return None,
     })
 }
@@ -34,6 +36,7 @@ pub fn resources(name: &str) -> &'static [&'static str] {
     match name {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
         "namespace-controller" => &["v1/namespaces"],
+        "ttl-after-finished-controller" => &["batch/v1/jobs"],
         "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
         "replicationcontroller-controller" => &["v1/pods", "v1/replicationcontrollers"],
         "deployment-controller" => &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"],
