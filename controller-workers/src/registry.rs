@@ -106,7 +106,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Default,
         false,
     ),
-    d("disruption-controller", Some("disruption"), Default, false),
+    d("disruption-controller", Some("disruption"), Default, true),
     d(
         "statefulset-controller",
         Some("statefulset"),

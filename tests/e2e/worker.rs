@@ -40,7 +40,7 @@ impl Stack {
             &informer,
             &[
                 "--controllers",
-                "deployment,replicaset,replicationcontroller,serviceaccount",
+                "deployment,replicaset,replicationcontroller,serviceaccount,disruption",
             ],
         )
         .await
@@ -664,5 +664,60 @@ async fn a_replication_controller_keeps_its_pods_as_a_replica_set_does() {
             "no {expected:?} event in:\n{events}"
         );
     }
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_disruption_budgets_get_their_status() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let s = Stack::start().await;
+    let ns = s.namespace("pdb").await;
+    s.create_deployment(&ns, "web", 3).await;
+    s.rollout_status(&ns, "web").await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(s.cluster.client.clone(), &ns);
+    for (name, rule) in [
+        ("min", serde_json::json!({"minAvailable": 2})),
+        ("max", serde_json::json!({"maxUnavailable": "34%"})),
+    ] {
+        let mut spec = rule;
+        spec["selector"] = serde_json::json!({"matchLabels": {"app": "web"}});
+        let pdb: PodDisruptionBudget =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .unwrap();
+        budgets.create(&Default::default(), &pdb).await.unwrap();
+    }
+    for (name, expected) in [("min", (3, 2, 3, 1)), ("max", (3, 1, 3, 2))] {
+        // max: 34% of 3 rounds up to 2 unavailable, so 1 must stay healthy
+        let what = format!("the status of PDB {name}");
+        let status = wait_for(&what, WAIT, || async {
+            let status = budgets.get(name).await?.status.unwrap_or_default();
+            let counts = (
+                status.expected_pods,
+                status.desired_healthy,
+                status.current_healthy,
+                status.disruptions_allowed,
+            );
+            Ok((counts == expected).then_some(status))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+        let condition = &status.conditions.unwrap()[0];
+        assert_eq!(
+            (
+                condition.type_.as_str(),
+                condition.status.as_str(),
+                condition.reason.as_str()
+            ),
+            ("DisruptionAllowed", "True", "SufficientPods")
+        );
+    }
+    let table = s
+        .kubectl(&["get", "pdb", "min", "-n", &ns, "--no-headers"])
+        .await;
+    assert_eq!(
+        table.split_whitespace().nth(3),
+        Some("1"),
+        "ALLOWED DISRUPTIONS: {table}"
+    );
     s.cluster.cleanup().await;
 }

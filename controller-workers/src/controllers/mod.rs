@@ -2,6 +2,7 @@
 //! builds the ones a `--controllers` list selects.
 
 pub mod deployment;
+pub mod disruption;
 pub mod garbagecollector;
 pub mod namespace;
 pub mod replicaset;
@@ -24,6 +25,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "deployment-controller" => one(deployment::build(context)),
         "garbage-collector-controller" => garbagecollector::build(context),
         "namespace-controller" => one(namespace::build(context)),
+        "disruption-controller" => one(disruption::build(context)),
         "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
         _ => return None,
     })
@@ -36,6 +38,14 @@ pub fn resources(name: &str) -> &'static [&'static str] {
     match name {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
         "namespace-controller" => &["v1/namespaces"],
+        "disruption-controller" => &[
+            "v1/pods",
+            "policy/v1/poddisruptionbudgets",
+            "apps/v1/replicasets",
+            "apps/v1/deployments",
+            "v1/replicationcontrollers",
+            "apps/v1/statefulsets",
+        ],
         "ttl-after-finished-controller" => &["batch/v1/jobs"],
         "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
         "replicationcontroller-controller" => &["v1/pods", "v1/replicationcontrollers"],
