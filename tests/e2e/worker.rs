@@ -104,6 +104,28 @@ impl Stack {
             .await;
     }
 
+    /// Each of `expected` ("REASON SOURCE") is among the namespace's events.
+    async fn expect_events(&self, ns: &str, expected: &[&str]) {
+        let events = self
+            .kubectl(&[
+                "get",
+                "events",
+                "-n",
+                ns,
+                "-o",
+                "custom-columns=REASON:.reason,SOURCE:.source.component",
+            ])
+            .await;
+        for expected in expected {
+            assert!(
+                events
+                    .lines()
+                    .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == *expected),
+                "no {expected:?} event in:\n{events}"
+            );
+        }
+    }
+
     async fn rollout_status(&self, ns: &str, deployment: &str) {
         self.kubectl(&[
             "rollout",
@@ -303,28 +325,15 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     .unwrap();
 
     // what kubectl describe shows
-    let events = s
-        .kubectl(&[
-            "get",
-            "events",
-            "-n",
-            &ns,
-            "-o",
-            "custom-columns=REASON:.reason,SOURCE:.source.component",
-        ])
-        .await;
-    for expected in [
-        "ScalingReplicaSet deployment-controller",
-        "SuccessfulCreate replicaset-controller",
-        "SuccessfulDelete replicaset-controller",
-    ] {
-        assert!(
-            events
-                .lines()
-                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == expected),
-            "no {expected:?} event in:\n{events}"
-        );
-    }
+    s.expect_events(
+        &ns,
+        &[
+            "ScalingReplicaSet deployment-controller",
+            "SuccessfulCreate replicaset-controller",
+            "SuccessfulDelete replicaset-controller",
+        ],
+    )
+    .await;
     s.cluster.cleanup().await;
 }
 
@@ -645,27 +654,14 @@ async fn a_replication_controller_keeps_its_pods_as_a_replica_set_does() {
     s.kubectl(&["scale", "rc/legacy", "--replicas", "1", "-n", &ns])
         .await;
     s.wait_live_pods(&ns, 1).await;
-    let events = s
-        .kubectl(&[
-            "get",
-            "events",
-            "-n",
-            &ns,
-            "-o",
-            "custom-columns=REASON:.reason,SOURCE:.source.component",
-        ])
-        .await;
-    for expected in [
-        "SuccessfulCreate replication-controller",
-        "SuccessfulDelete replication-controller",
-    ] {
-        assert!(
-            events
-                .lines()
-                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == expected),
-            "no {expected:?} event in:\n{events}"
-        );
-    }
+    s.expect_events(
+        &ns,
+        &[
+            "SuccessfulCreate replication-controller",
+            "SuccessfulDelete replication-controller",
+        ],
+    )
+    .await;
     s.cluster.cleanup().await;
 }
 
