@@ -28,6 +28,7 @@ pub struct ControllerOptions {
     pub concurrent_namespace_syncs: usize,
     pub namespace_sync_period: Duration,
     pub concurrent_ttl_after_finished_syncs: usize,
+    pub concurrent_job_syncs: usize,
 }
 
 impl Default for ControllerOptions {
@@ -41,6 +42,7 @@ impl Default for ControllerOptions {
             concurrent_namespace_syncs: 10,
             namespace_sync_period: Duration::from_secs(300),
             concurrent_ttl_after_finished_syncs: 5,
+            concurrent_job_syncs: 5,
         }
     }
 }

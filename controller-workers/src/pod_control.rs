@@ -102,8 +102,25 @@ impl PodControl {
         owner: &K,
         controller_ref: OwnerReference,
     ) -> Result<Pod, kube::Error> {
+        self.create_pod_with_generate_name(namespace, template, owner, controller_ref, None)
+            .await
+    }
+
+    /// As [`PodControl::create_pod`], with another name prefix than `<owner>-` (an
+    /// Indexed Job's `<job>-<index>-`).
+    pub async fn create_pod_with_generate_name<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        template: &PodTemplateSpec,
+        owner: &K,
+        controller_ref: OwnerReference,
+        generate_name: Option<String>,
+    ) -> Result<Pod, kube::Error> {
         let owner_name = owner.meta().name.clone().unwrap_or_default();
-        let pod = pod_from_template(template, &owner_name, Some(controller_ref));
+        let mut pod = pod_from_template(template, &owner_name, Some(controller_ref));
+        if generate_name.is_some() {
+            pod.metadata.generate_name = generate_name;
+        }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         match api.create(&PostParams::default(), &pod).await {
             Ok(created) => {

@@ -97,7 +97,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         true,
     ),
     d("daemonset-controller", Some("daemonset"), Default, false),
-    d("job-controller", Some("job"), Default, false),
+    d("job-controller", Some("job"), Default, true),
     d("deployment-controller", Some("deployment"), Default, true),
     d("replicaset-controller", Some("replicaset"), Default, true),
     d(
@@ -341,7 +341,7 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-job", "*"])).unwrap(),
+            select(&list(&["-cronjob", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
@@ -361,7 +361,7 @@ mod tests {
             Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"job-controller"));
+        assert!(default_controllers_missing().contains(&"cronjob-controller"));
         assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }
 }

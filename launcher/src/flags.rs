@@ -40,6 +40,9 @@ pub struct LauncherArgs {
     /// concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_ttl_after_finished_syncs: usize,
+    /// The number of job objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_job_syncs: usize,
     /// The number of garbage collector workers that are allowed to sync concurrently.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
@@ -181,9 +184,6 @@ pub struct LauncherArgs {
     /// Not acted on yet (daemonset).
     #[arg(long)]
     pub concurrent_daemonset_syncs: Option<u32>,
-    /// Not acted on yet (job).
-    #[arg(long)]
-    pub concurrent_job_syncs: Option<u32>,
     /// Not acted on yet (cronjob).
     #[arg(long)]
     pub concurrent_cron_job_syncs: Option<u32>,
@@ -236,7 +236,6 @@ impl LauncherArgs {
             requestheader_client_ca_file => "--requestheader-client-ca-file",
             concurrent_statefulset_syncs => "--concurrent-statefulset-syncs",
             concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
-            concurrent_job_syncs => "--concurrent-job-syncs",
             concurrent_cron_job_syncs => "--concurrent-cron-job-syncs",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
             concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",

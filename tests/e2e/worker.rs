@@ -32,19 +32,20 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Stack {
+        Self::start_with(&[
+            "--controllers",
+            "deployment,replicaset,replicationcontroller,serviceaccount,disruption",
+        ])
+        .await
+    }
+
+    async fn start_with(worker_args: &[&str]) -> Stack {
         let cluster = TestCluster::start().await.unwrap();
         let serial = serial_on_real_cluster(&cluster).await;
         let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let worker = Worker::start(
-            &cluster,
-            &informer,
-            &[
-                "--controllers",
-                "deployment,replicaset,replicationcontroller,serviceaccount,disruption",
-            ],
-        )
-        .await
-        .unwrap();
+        let worker = Worker::start(&cluster, &informer, worker_args)
+            .await
+            .unwrap();
         let nodes = simulated_nodes(&cluster, 3).await;
         Stack {
             cluster,
@@ -717,5 +718,124 @@ async fn pod_disruption_budgets_get_their_status() {
         Some("1"),
         "ALLOWED DISRUPTIONS: {table}"
     );
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods() {
+    use k8s_openapi::api::batch::v1::Job;
+    let s = Stack::start_with(&["--controllers", "job,serviceaccount"]).await;
+    let ns = s.namespace("job").await;
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let job = |name: &str, spec: serde_json::Value, exit_code: &str| -> Job {
+        let mut spec = spec;
+        spec["template"] = serde_json::json!({
+            "metadata": {"annotations": {"sim.rkcm.io/exit-after": "300ms", "sim.rkcm.io/exit-code": exit_code}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": IMAGE_1}]}});
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+            .unwrap()
+    };
+    let pp = Default::default();
+    jobs.create(
+        &pp,
+        &job(
+            "plain",
+            serde_json::json!({"completions": 3, "parallelism": 2}),
+            "0",
+        ),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &pp,
+        &job(
+            "indexed",
+            serde_json::json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
+            "0",
+        ),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &pp,
+        &job("failing", serde_json::json!({"backoffLimit": 0}), "1"),
+    )
+    .await
+    .unwrap();
+    let condition = |job: &Job, type_: &str| {
+        job.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == type_ && c.status == "True")
+                    .cloned()
+            })
+    };
+    for name in ["plain", "indexed"] {
+        let what = format!("Job {name} to complete");
+        let done = wait_for(&what, WAIT, || async {
+            let job = jobs.get(name).await?;
+            Ok(condition(&job, "Complete").map(|_| job))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+        let status = done.status.unwrap();
+        assert_eq!(
+            (status.succeeded, status.failed.unwrap_or(0)),
+            (Some(3), 0),
+            "{name}"
+        );
+        assert!(status.completion_time.is_some() && status.start_time.is_some());
+        if name == "indexed" {
+            assert_eq!(status.completed_indexes.as_deref(), Some("0-2"));
+        }
+    }
+    let failed = wait_for("Job failing to fail", WAIT, || async {
+        let job = jobs.get("failing").await?;
+        Ok(condition(&job, "Failed"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(failed.reason.as_deref(), Some("BackoffLimitExceeded"));
+    // Every pod is counted and released: no tracking finalizer is left.
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    wait_for(
+        "the job-tracking finalizers to be removed",
+        WAIT,
+        || async {
+            let list = pods.list(&ListParams::default()).await?;
+            Ok(list
+                .items
+                .iter()
+                .all(|p| {
+                    !p.metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == "batch.kubernetes.io/job-tracking")
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let indexed_pods = pods
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=indexed"))
+        .await
+        .unwrap();
+    let mut seen: Vec<String> = indexed_pods
+        .items
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .annotations
+                .as_ref()?
+                .get("batch.kubernetes.io/job-completion-index")
+                .cloned()
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["0", "1", "2"]);
     s.cluster.cleanup().await;
 }

@@ -4,6 +4,7 @@
 pub mod deployment;
 pub mod disruption;
 pub mod garbagecollector;
+pub mod job;
 pub mod namespace;
 pub mod replicaset;
 pub mod serviceaccount;
@@ -25,6 +26,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "deployment-controller" => one(deployment::build(context)),
         "garbage-collector-controller" => garbagecollector::build(context),
         "namespace-controller" => one(namespace::build(context)),
+        "job-controller" => one(job::build(context)),
         "disruption-controller" => one(disruption::build(context)),
         "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
         _ => return None,
@@ -38,6 +40,7 @@ pub fn resources(name: &str) -> &'static [&'static str] {
     match name {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
         "namespace-controller" => &["v1/namespaces"],
+        "job-controller" => &["v1/pods", "batch/v1/jobs"],
         "disruption-controller" => &[
             "v1/pods",
             "policy/v1/poddisruptionbudgets",

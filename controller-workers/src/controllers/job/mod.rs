@@ -1,0 +1,160 @@
+//! job-controller: runs a Job's pods to completion (upstream `pkg/controller/job/`).
+//!
+//! What it does, as upstream for the parts it has: completions and parallelism in the
+//! NonIndexed and Indexed modes (each Indexed pod gets its completion index as an
+//! annotation and a label, and the hostname `<job>-<index>`); pods carry the
+//! `batch.kubernetes.io/job-tracking` finalizer, and a finished pod is counted through
+//! `status.uncountedTerminatedPods` before its finalizer is removed, so no pod is counted
+//! twice or lost across restarts; a failed pod is replaced after a backoff of 10 s
+//! doubling to 10 min; `backoffLimit` and `activeDeadlineSeconds` fail the Job (reasons
+//! BackoffLimitExceeded, DeadlineExceeded) and delete its active pods; `suspend` deletes
+//! them and sets the Suspended condition (JobSuspended / JobResumed); status counters
+//! (active, ready, succeeded, failed, completedIndexes), startTime, completionTime and
+//! the Complete condition. Not here yet: podFailurePolicy, backoffLimitPerIndex,
+//! successPolicy, podReplacementPolicy.
+
+mod indexes;
+mod sync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::controller::{ControllerContext, Runnable};
+use crate::expectations::UidTrackingExpectations;
+use crate::informer::Change;
+use crate::pod_control::PodControl;
+use crate::queue::WorkQueue;
+use crate::rate_limiter::{Bucket, ItemExponentialFailure, MaxOf};
+use crate::recorder::Recorder;
+use crate::store::{key_of, Store};
+
+pub const NAME: &str = "job-controller";
+pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+
+pub(crate) struct Controller {
+    client: kube::Client,
+    recorder: Recorder,
+    pod_control: PodControl,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    expectations: UidTrackingExpectations,
+    queue: Arc<WorkQueue<String>>,
+}
+
+pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+    let (client, recorder) = context.client_and_recorder(NAME)?;
+    // Upstream's job queue backs off 1 s doubling to 1 min.
+    let queue: Arc<WorkQueue<String>> = WorkQueue::with_rate_limiter(
+        "job",
+        Box::new(MaxOf::new(vec![
+            Box::new(ItemExponentialFailure::new(
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+            )),
+            Box::new(Bucket::new(10.0, 100)),
+        ])),
+        Some(context.metrics.workqueue.for_queue("job")),
+    );
+    let jobs = context.informers.get::<Job>();
+    let pods = context.informers.get::<Pod>();
+    let controller = Arc::new(Controller {
+        pod_control: PodControl::new(client.clone(), recorder.clone()),
+        client,
+        recorder,
+        jobs: jobs.store().clone(),
+        pods: pods.store().clone(),
+        expectations: UidTrackingExpectations::new(),
+        queue: queue.clone(),
+    });
+    {
+        let controller = controller.clone();
+        jobs.add_handler(Arc::new(move |change: &Change<Job>| match change {
+            Change::Added(job) | Change::Updated { new: job, .. } => {
+                controller.queue.add(key_of(&job.metadata));
+            }
+            Change::Deleted(deleted) => {
+                let key = key_of(&deleted.object().metadata);
+                controller.expectations.delete(&key);
+                controller.queue.add(key);
+            }
+        }));
+    }
+    {
+        let controller = controller.clone();
+        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
+            controller.on_pod(change)
+        }));
+    }
+    Ok(Runnable {
+        name: NAME,
+        queue,
+        workers: context.options.concurrent_job_syncs,
+        sync: Arc::new(move |key| {
+            let controller = controller.clone();
+            async move { controller.sync(&key).await }.boxed()
+        }),
+        max_retries: None,
+    })
+}
+
+impl Controller {
+    fn job_of(&self, pod: &Pod) -> Option<Arc<Job>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let reference = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))?;
+        if reference.kind != "Job" {
+            return None;
+        }
+        let job = self.jobs.get_in(namespace, &reference.name)?;
+        (job.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(job)
+    }
+
+    fn on_pod(&self, change: &Change<Pod>) {
+        match change {
+            Change::Added(pod) => {
+                if let Some(job) = self.job_of(pod) {
+                    let key = key_of(&job.metadata);
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        self.expectations
+                            .deletion_observed(&key, &key_of(&pod.metadata));
+                    } else {
+                        self.expectations.creation_observed(&key);
+                    }
+                    self.queue.add(key);
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                for pod in [old, new] {
+                    if let Some(job) = self.job_of(pod) {
+                        let key = key_of(&job.metadata);
+                        if new.metadata.deletion_timestamp.is_some() {
+                            self.expectations
+                                .deletion_observed(&key, &key_of(&new.metadata));
+                        }
+                        self.queue.add(key);
+                    }
+                }
+            }
+            Change::Deleted(deleted) => {
+                let pod = deleted.object();
+                if let Some(job) = self.job_of(pod) {
+                    let key = key_of(&job.metadata);
+                    self.expectations
+                        .deletion_observed(&key, &key_of(&pod.metadata));
+                    self.queue.add(key);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! A Job's sync (upstream `syncJob`, `manageJob`, `trackJobStatusAndRemoveFinalizers`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tracing::debug;
+
+use super::indexes::{self, COMPLETION_INDEX};
+use super::{Controller, TRACKING_FINALIZER};
+use crate::controller_ref::RefManager;
+use crate::pod_control::{
+    controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
+};
+use crate::pods::{compare_for_deletion, is_pod_active, is_pod_ready, phase};
+use crate::recorder::{NORMAL, WARNING};
+use crate::selector::Selector;
+use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+
+const POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10);
+const MAX_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(600);
+/// At most this many pods are created or deleted in one sync (upstream).
+const MAX_CREATE_DELETE_PER_SYNC: usize = 500;
+
+fn condition_true(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+pub fn finished(job: &Job) -> bool {
+    condition_true(job, "Complete") || condition_true(job, "Failed")
+}
+
+fn has_finalizer(pod: &Pod) -> bool {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == TRACKING_FINALIZER)
+}
+
+/// A pod that will not run again: Succeeded, Failed, or being deleted before success.
+fn failed(pod: &Pod) -> bool {
+    phase(pod) == "Failed"
+        || (pod.metadata.deletion_timestamp.is_some() && phase(pod) != "Succeeded")
+}
+
+fn set_condition(
+    status: &mut JobStatus,
+    type_: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> bool {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if existing.status == value && existing.reason.as_deref().unwrap_or("") == reason {
+            return false;
+        }
+        if existing.status != value {
+            existing.last_transition_time = Some(Time(now));
+        }
+        existing.status = value.into();
+        existing.reason = (!reason.is_empty()).then(|| reason.into());
+        existing.message = (!message.is_empty()).then(|| message.into());
+        existing.last_probe_time = Some(Time(now));
+        return true;
+    }
+    conditions.push(JobCondition {
+        type_: type_.into(),
+        status: value.into(),
+        reason: (!reason.is_empty()).then(|| reason.into()),
+        message: (!message.is_empty()).then(|| message.into()),
+        last_probe_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+    });
+    true
+}
+
+/// When a pod stopped: its last container's finish time, else its last condition change.
+fn finished_at(pod: &Pod) -> Option<Timestamp> {
+    let status = pod.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            c.state
+                .as_ref()?
+                .terminated
+                .as_ref()?
+                .finished_at
+                .as_ref()
+                .map(|t| t.0)
+        })
+        .max()
+        .or_else(|| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .max()
+        })
+        .or_else(|| pod.metadata.deletion_timestamp.as_ref().map(|t| t.0))
+}
+
+/// How long to wait before replacing failed pods: 10 s doubling per failure, 10 min cap,
+/// from the last failure.
+fn backoff_left(
+    failures: i32,
+    last_failure: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Duration> {
+    if failures <= 0 {
+        return None;
+    }
+    let delay = POD_FAILURE_BACKOFF
+        .saturating_mul(1u32 << (failures - 1).min(16) as u32)
+        .min(MAX_POD_FAILURE_BACKOFF);
+    let last = last_failure?;
+    let ready_at = last + SignedDuration::try_from(delay).ok()?;
+    let left = ready_at.as_nanosecond() - now.as_nanosecond();
+    (left > 0).then(|| Duration::from_nanos(left as u64))
+}
+
+impl Controller {
+    pub(super) async fn sync(&self, key: &str) -> anyhow::Result<()> {
+        let (namespace, name) = split_key(key);
+        let Some(cached) = self.jobs.get_in(namespace, name) else {
+            self.expectations.delete(key);
+            return Ok(());
+        };
+        let mut job = cached.as_ref().clone();
+        let now = Timestamp::now();
+        let spec = job.spec.clone().unwrap_or_default();
+        let selector = match Selector::from_label_selector(spec.selector.as_ref()) {
+            Ok(selector) => selector,
+            Err(_) => return Ok(()),
+        };
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
+        candidates.extend(
+            self.pods
+                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+                .into_iter()
+                .filter(|pod| {
+                    pod.metadata.namespace.as_deref() == Some(namespace) && is_pod_active(pod)
+                }),
+        );
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let manager = RefManager::new(
+            &job,
+            controller_ref(&job),
+            &selector,
+            Api::<Job>::namespaced(self.client.clone(), namespace),
+        );
+        let (pods, errors) = manager.claim(candidates, &pod_api).await;
+        if let Some(error) = errors.into_iter().next() {
+            return Err(error.into());
+        }
+        let mut status = job.status.clone().unwrap_or_default();
+        let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
+        let uncounted_succeeded: HashSet<String> = uncounted
+            .succeeded
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let uncounted_failed: HashSet<String> = uncounted
+            .failed
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+        let completions = spec.completions;
+
+        // Pods that finished and are not counted yet.
+        let pod_uid = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
+        let new_succeeded: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| {
+                phase(p) == "Succeeded"
+                    && has_finalizer(p)
+                    && !uncounted_succeeded.contains(&pod_uid(p))
+            })
+            .collect();
+        let new_failed: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| failed(p) && has_finalizer(p) && !uncounted_failed.contains(&pod_uid(p)))
+            .filter(|p| phase(p) == "Failed" || p.metadata.deletion_timestamp.is_some())
+            .collect();
+        let active_pods: Vec<&Arc<Pod>> = pods.iter().filter(|p| is_pod_active(p)).collect();
+        let succeeded = status.succeeded.unwrap_or(0)
+            + uncounted_succeeded.len() as i32
+            + new_succeeded.len() as i32;
+        let failures =
+            status.failed.unwrap_or(0) + uncounted_failed.len() as i32 + new_failed.len() as i32;
+        let mut completed_indexes = indexes::parse(
+            status.completed_indexes.as_deref().unwrap_or_default(),
+            completions.unwrap_or(0),
+        );
+        if indexed {
+            for pod in pods.iter().filter(|p| phase(p) == "Succeeded") {
+                if let Some(index) = indexes::of_pod(pod) {
+                    if index < completions.unwrap_or(0) {
+                        completed_indexes.insert(index);
+                    }
+                }
+            }
+        }
+
+        let mut events: Vec<(&str, &str, String)> = Vec::new();
+        let mut delete: Vec<Arc<Pod>> = Vec::new();
+        let mut create_indexes: Vec<Option<i32>> = Vec::new();
+        let mut requeue_after: Option<Duration> = None;
+        let was_finished = finished(&job);
+        if !was_finished {
+            if status.start_time.is_none() && !spec.suspend.unwrap_or(false) {
+                status.start_time = Some(Time(now));
+            }
+            let backoff_limit = spec.backoff_limit.unwrap_or(6);
+            let deadline_passed = match (spec.active_deadline_seconds, status.start_time.as_ref()) {
+                (Some(seconds), Some(start)) if !spec.suspend.unwrap_or(false) => {
+                    let at = start.0 + SignedDuration::from_secs(seconds);
+                    if at > now {
+                        requeue_after = Some(Duration::from_nanos(
+                            (at.as_nanosecond() - now.as_nanosecond()) as u64,
+                        ));
+                        false
+                    } else {
+                        true
+                    }
+                }
+                _ => false,
+            };
+            let failure = if failures > backoff_limit {
+                Some((
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                ))
+            } else if deadline_passed {
+                Some((
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                ))
+            } else {
+                None
+            };
+            let complete = match (indexed, completions) {
+                (true, Some(n)) => completed_indexes.len() as i32 >= n,
+                (_, None) => succeeded > 0 && active_pods.is_empty(),
+                (false, Some(n)) => succeeded >= n,
+            };
+            if let Some((reason, message)) = failure {
+                delete.extend(active_pods.iter().map(|p| (*p).clone()));
+                set_condition(&mut status, "Failed", "True", reason, message, now);
+                events.push((WARNING, reason, message.to_string()));
+            } else if complete {
+                delete.extend(active_pods.iter().map(|p| (*p).clone()));
+                set_condition(&mut status, "Complete", "True", "", "", now);
+                status.completion_time = Some(Time(now));
+                events.push((NORMAL, "Completed", "Job completed".into()));
+            } else if spec.suspend.unwrap_or(false) {
+                delete.extend(active_pods.iter().map(|p| (*p).clone()));
+                if set_condition(
+                    &mut status,
+                    "Suspended",
+                    "True",
+                    "JobSuspended",
+                    "Job suspended",
+                    now,
+                ) {
+                    events.push((NORMAL, "Suspended", "Job suspended".into()));
+                }
+            } else if self.expectations.satisfied(key) {
+                if condition_true(&job, "Suspended") {
+                    set_condition(
+                        &mut status,
+                        "Suspended",
+                        "False",
+                        "JobResumed",
+                        "Job resumed",
+                        now,
+                    );
+                    events.push((NORMAL, "Resumed", "Job resumed".into()));
+                    status.start_time = Some(Time(now));
+                }
+                let parallelism = spec.parallelism.unwrap_or(1).max(0) as usize;
+                if indexed {
+                    let n = completions.unwrap_or(0);
+                    let mut running: BTreeMap<i32, Vec<Arc<Pod>>> = BTreeMap::new();
+                    for pod in &active_pods {
+                        match indexes::of_pod(pod)
+                            .filter(|i| *i < n && !completed_indexes.contains(i))
+                        {
+                            Some(index) => running.entry(index).or_default().push((*pod).clone()),
+                            // Out of range, unindexed, or an index already done.
+                            None => delete.push((*pod).clone()),
+                        }
+                    }
+                    for pods in running.values_mut() {
+                        // One pod per index.
+                        delete.extend(pods.drain(1..));
+                    }
+                    let missing: Vec<i32> = (0..n)
+                        .filter(|i| !completed_indexes.contains(i) && !running.contains_key(i))
+                        .collect();
+                    let want = parallelism.min(running.len() + missing.len());
+                    if running.len() > want {
+                        let extra = running.len() - want;
+                        let highest: Vec<i32> = running.keys().rev().take(extra).copied().collect();
+                        for index in highest {
+                            delete.extend(running.remove(&index).unwrap_or_default());
+                        }
+                    } else {
+                        create_indexes
+                            .extend(missing.into_iter().take(want - running.len()).map(Some));
+                    }
+                } else {
+                    let want = match completions {
+                        None if succeeded > 0 => 0,
+                        None => parallelism,
+                        Some(n) => parallelism.min((n - succeeded).max(0) as usize),
+                    };
+                    let active = active_pods.len();
+                    if active > want {
+                        let mut ranked: Vec<(Arc<Pod>, usize)> =
+                            active_pods.iter().map(|p| ((*p).clone(), 0)).collect();
+                        ranked.sort_by(|a, b| compare_for_deletion((&a.0, a.1), (&b.0, b.1), now));
+                        delete.extend(ranked.into_iter().take(active - want).map(|(p, _)| p));
+                    } else {
+                        create_indexes.extend(std::iter::repeat_n(None, want - active));
+                    }
+                }
+                if !create_indexes.is_empty() {
+                    let last_failure = pods
+                        .iter()
+                        .filter(|p| failed(p))
+                        .filter_map(|p| finished_at(p))
+                        .max();
+                    if let Some(wait) = backoff_left(failures, last_failure, now) {
+                        debug!(job = key, ?wait, "backing off before replacing failed pods");
+                        create_indexes.clear();
+                        requeue_after = Some(requeue_after.map_or(wait, |r| r.min(wait)));
+                    }
+                }
+                create_indexes.truncate(MAX_CREATE_DELETE_PER_SYNC);
+            }
+        }
+
+        // Pods to delete and to create.
+        delete.truncate(MAX_CREATE_DELETE_PER_SYNC);
+        if !delete.is_empty() {
+            self.expectations
+                .expect_deletions(key, delete.iter().map(|p| key_of(&p.metadata)).collect());
+            for pod in &delete {
+                let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                if let Err(error) = self
+                    .pod_control
+                    .delete_pod(namespace, &pod_name, &job)
+                    .await
+                {
+                    self.expectations
+                        .deletion_observed(key, &key_of(&pod.metadata));
+                    if !is_not_found(&error) {
+                        return Err(error.into());
+                    }
+                }
+            }
+        }
+        let mut create_error = None;
+        let mut created_count = 0;
+        if !create_indexes.is_empty() {
+            self.expectations
+                .expect_creations(key, create_indexes.len() as i64);
+            let template = spec.template.clone();
+            let job_name = job.metadata.name.clone().unwrap_or_default();
+            let queue: std::sync::Mutex<Vec<Option<i32>>> =
+                std::sync::Mutex::new(create_indexes.clone());
+            let (created, error) =
+                slow_start_batch(create_indexes.len(), SLOW_START_INITIAL_BATCH_SIZE, || {
+                    let index = queue
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .pop()
+                        .flatten();
+                    let template = pod_template(&template, &job_name, index);
+                    let generate_name = index.map(|i| format!("{job_name}-{i}-"));
+                    let job = &job;
+                    async move {
+                        self.pod_control
+                            .create_pod_with_generate_name(
+                                namespace,
+                                &template,
+                                job,
+                                controller_ref(job),
+                                generate_name,
+                            )
+                            .await
+                            .map(|_| ())
+                    }
+                })
+                .await;
+            created_count = created;
+            let skipped = create_indexes.len() - created;
+            if skipped > 0 {
+                self.expectations.lower(key, skipped as i64, 0);
+            }
+            create_error = error;
+        }
+
+        // Status: count what finished through uncountedTerminatedPods, drop the
+        // finalizers, then move the counts into the counters.
+        let ready = active_pods.iter().filter(|p| is_pod_ready(p)).count() as i32;
+        let deleted: HashSet<String> = delete.iter().map(|p| pod_uid(p)).collect();
+        let still_active = active_pods
+            .iter()
+            .filter(|p| !deleted.contains(&pod_uid(p)))
+            .count();
+        status.active = Some((still_active + created_count) as i32);
+        status.ready = Some(ready);
+        for (type_, reason, message) in &events {
+            self.recorder.event(&job, type_, reason, message.clone());
+        }
+        let mut all_succeeded: Vec<String> = uncounted_succeeded.iter().cloned().collect();
+        all_succeeded.extend(new_succeeded.iter().map(|p| pod_uid(p)));
+        let mut all_failed: Vec<String> = uncounted_failed.iter().cloned().collect();
+        all_failed.extend(new_failed.iter().map(|p| pod_uid(p)));
+        all_succeeded.sort();
+        all_failed.sort();
+        if !new_succeeded.is_empty() || !new_failed.is_empty() {
+            // Record them as uncounted first, without the conditions this sync adds: a
+            // Job is seen finished only once every pod of it is counted.
+            let mut recording = job.status.clone().unwrap_or_default();
+            recording.uncounted_terminated_pods = Some(UncountedTerminatedPods {
+                succeeded: Some(all_succeeded.clone()),
+                failed: Some(all_failed.clone()),
+            });
+            recording.active = status.active;
+            recording.ready = status.ready;
+            recording.start_time = status.start_time.clone();
+            self.write_status(&mut job, recording).await?;
+        }
+        for pod in pods.iter().filter(|p| {
+            has_finalizer(p)
+                && (all_succeeded.contains(&pod_uid(p))
+                    || all_failed.contains(&pod_uid(p))
+                    || was_finished)
+        }) {
+            self.remove_finalizer(&pod_api, pod).await?;
+        }
+        status.succeeded = Some(succeeded);
+        status.failed = Some(failures);
+        status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
+        if indexed {
+            status.completed_indexes = Some(indexes::format(&completed_indexes));
+        }
+        if job.status.as_ref() != Some(&status) {
+            self.write_status(&mut job, status).await?;
+        }
+        if let Some(wait) = requeue_after {
+            self.queue
+                .add_after(key.to_string(), wait + Duration::from_millis(100));
+        }
+        match create_error {
+            Some(error) => {
+                Err(anyhow::Error::new(error).context(format!("creating pods for Job {key}")))
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn write_status(&self, job: &mut Job, status: JobStatus) -> anyhow::Result<()> {
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        job.status = Some(status);
+        let written = api
+            .replace_status(&name, &PostParams::default(), job)
+            .await
+            .with_context(|| format!("updating the status of Job {namespace}/{name}"))?;
+        job.metadata.resource_version = written.metadata.resource_version;
+        Ok(())
+    }
+
+    async fn remove_finalizer(&self, api: &Api<Pod>, pod: &Pod) -> anyhow::Result<()> {
+        let patch = json!({"metadata": {
+            "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER],
+            "uid": pod.metadata.uid,
+        }});
+        match api
+            .patch(
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) if is_not_found(&error) => Ok(()),
+            Err(error) => {
+                Err(anyhow::Error::new(error).context("removing the job-tracking finalizer"))
+            }
+        }
+    }
+}
+
+/// The pod template with the tracking finalizer and, for an Indexed Job, the index
+/// annotation and label and the hostname.
+fn pod_template(template: &PodTemplateSpec, job_name: &str, index: Option<i32>) -> PodTemplateSpec {
+    let mut template = template.clone();
+    let meta = template.metadata.get_or_insert_with(Default::default);
+    let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
+        finalizers.push(TRACKING_FINALIZER.into());
+    }
+    if let Some(index) = index {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(COMPLETION_INDEX.into(), index.to_string());
+        meta.labels
+            .get_or_insert_with(Default::default)
+            .insert(COMPLETION_INDEX.into(), index.to_string());
+        if let Some(spec) = template.spec.as_mut() {
+            if spec.hostname.is_none() {
+                spec.hostname = Some(format!("{job_name}-{index}"));
+            }
+        }
+    }
+    template
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_10_seconds_to_10_minutes() {
+        let now = Timestamp::from_second(10_000).unwrap();
+        assert_eq!(backoff_left(0, Some(now), now), None);
+        assert_eq!(
+            backoff_left(1, Some(now), now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            backoff_left(3, Some(now), now),
+            Some(Duration::from_secs(40))
+        );
+        assert_eq!(
+            backoff_left(20, Some(now), now),
+            Some(Duration::from_secs(600))
+        );
+        let later = now + SignedDuration::from_secs(15);
+        assert_eq!(
+            backoff_left(1, Some(now), later),
+            None,
+            "10 s after the failure it may go"
+        );
+    }
+
+    #[test]
+    fn indexed_pods_carry_their_index() {
+        let template = PodTemplateSpec {
+            spec: Some(Default::default()),
+            ..Default::default()
+        };
+        let pod = pod_template(&template, "work", Some(2));
+        let meta = pod.metadata.unwrap();
+        assert_eq!(meta.annotations.unwrap()[COMPLETION_INDEX], "2");
+        assert_eq!(meta.labels.unwrap()[COMPLETION_INDEX], "2");
+        assert_eq!(meta.finalizers.unwrap(), [TRACKING_FINALIZER]);
+        assert_eq!(pod.spec.unwrap().hostname.as_deref(), Some("work-2"));
+    }
+}
