@@ -459,9 +459,9 @@ async fn killing_the_collector_mid_cascade_orphans_nothing_and_deletes_nothing_o
     s.cluster.cleanup().await;
 }
 
-/// ttl-after-finished deletes a finished Job after its TTL (the test plays the job
-/// controller, which rkcm does not have yet, by writing the Complete condition), and the
-/// collector finishes the foreground deletion.
+/// ttl-after-finished deletes a finished Job after its TTL: the job controller runs it
+/// to completion on the simulated nodes, and the collector finishes the foreground
+/// deletion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_job_is_deleted_after_its_ttl() {
     use k8s_openapi::api::batch::v1::Job;
@@ -470,23 +470,24 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
     for (name, ttl) in [("short", 1), ("long", 3600)] {
         let job: Job = serde_json::from_value(json!({"metadata": {"name": name},
-            "spec": {"ttlSecondsAfterFinished": ttl, "suspend": true,
-                "template": {"spec": {"restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}))
+            "spec": {"ttlSecondsAfterFinished": ttl,
+                "template": {"metadata": {"annotations": {"sim.rkcm.io/exit-after": "200ms"}},
+                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}))
         .unwrap();
-        let mut job = jobs.create(&PostParams::default(), &job).await.unwrap();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        job.status = Some(
-            serde_json::from_value(json!({
-                "startTime": now.to_string(), "completionTime": now.to_string(), "succeeded": 1,
-                "conditions": [{"type": "Complete", "status": "True",
-                    "lastProbeTime": now.to_string(), "lastTransitionTime": now.to_string()}]}))
-            .unwrap(),
-        );
-        jobs.replace_status(name, &PostParams::default(), &job)
-            .await
-            .unwrap();
+        jobs.create(&PostParams::default(), &job).await.unwrap();
     }
+    s.wait("the long-lived Job to complete", || async {
+        jobs.get("long")
+            .await
+            .ok()
+            .and_then(|j| j.status?.conditions)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Complete" && c.status == "True")
+            })
+    })
+    .await;
     s.wait("the short-lived Job to be deleted", || async {
         jobs.get_opt("short").await.ok().flatten().is_none()
     })
