@@ -29,6 +29,7 @@ pub struct ControllerOptions {
     pub namespace_sync_period: Duration,
     pub concurrent_ttl_after_finished_syncs: usize,
     pub concurrent_job_syncs: usize,
+    pub concurrent_cron_job_syncs: usize,
 }
 
 impl Default for ControllerOptions {
@@ -43,6 +44,7 @@ impl Default for ControllerOptions {
             namespace_sync_period: Duration::from_secs(300),
             concurrent_ttl_after_finished_syncs: 5,
             concurrent_job_syncs: 5,
+            concurrent_cron_job_syncs: 5,
         }
     }
 }

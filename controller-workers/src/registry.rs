@@ -113,7 +113,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Default,
         false,
     ),
-    d("cronjob-controller", Some("cronjob"), Default, false),
+    d("cronjob-controller", Some("cronjob"), Default, true),
     d(
         "certificatesigningrequest-signing-controller",
         Some("csrsigning"),
@@ -341,7 +341,7 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-cronjob", "*"])).unwrap(),
+            select(&list(&["-statefulset", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
@@ -361,7 +361,7 @@ mod tests {
             Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"cronjob-controller"));
+        assert!(default_controllers_missing().contains(&"statefulset-controller"));
         assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }
 }

@@ -88,6 +88,9 @@ pub struct Args {
     /// uses 30s, fixed).
     #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
     pub garbage_collector_discovery_period: Duration,
+    /// CronJobs synced concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_cron_job_syncs: usize,
     /// Jobs synced concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_job_syncs: usize,
@@ -241,6 +244,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             namespace_sync_period: args.namespace_sync_period,
             concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
             concurrent_job_syncs: args.concurrent_job_syncs,
+            concurrent_cron_job_syncs: args.concurrent_cron_job_syncs,
         },
     };
     let mut runnables = Vec::new();

@@ -40,6 +40,9 @@ pub struct LauncherArgs {
     /// concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_ttl_after_finished_syncs: usize,
+    /// The number of cron job objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_cron_job_syncs: usize,
     /// The number of job objects that are allowed to sync concurrently.
     #[arg(long, default_value_t = 5)]
     pub concurrent_job_syncs: usize,
@@ -184,9 +187,6 @@ pub struct LauncherArgs {
     /// Not acted on yet (daemonset).
     #[arg(long)]
     pub concurrent_daemonset_syncs: Option<u32>,
-    /// Not acted on yet (cronjob).
-    #[arg(long)]
-    pub concurrent_cron_job_syncs: Option<u32>,
     /// Not acted on yet (endpoints).
     #[arg(long)]
     pub concurrent_endpoint_syncs: Option<u32>,
@@ -236,7 +236,6 @@ impl LauncherArgs {
             requestheader_client_ca_file => "--requestheader-client-ca-file",
             concurrent_statefulset_syncs => "--concurrent-statefulset-syncs",
             concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
-            concurrent_cron_job_syncs => "--concurrent-cron-job-syncs",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
             concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
             concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",

@@ -299,6 +299,8 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
                 args.concurrent_replicaset_syncs.to_string(),
                 "--concurrent-ttl-after-finished-syncs".into(),
                 args.concurrent_ttl_after_finished_syncs.to_string(),
+                "--concurrent-cron-job-syncs".into(),
+                args.concurrent_cron_job_syncs.to_string(),
                 "--concurrent-job-syncs".into(),
                 args.concurrent_job_syncs.to_string(),
                 "--concurrent-rc-syncs".into(),

@@ -839,3 +839,74 @@ async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods
     assert_eq!(seen, ["0", "1", "2"]);
     s.cluster.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cronjob_starts_its_job_at_the_next_minute() {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    let s = Stack::start_with(&["--controllers", "job,cronjob,serviceaccount"]).await;
+    let ns = s.namespace("cron").await;
+    let cronjobs: Api<CronJob> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let cronjob: CronJob = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "tick"},
+        "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"spec": {"template": {
+                "metadata": {"annotations": {"sim.rkcm.io/exit-after": "200ms"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": IMAGE_1}]}}}}}}))
+    .unwrap();
+    cronjobs
+        .create(&Default::default(), &cronjob)
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    // The first run is at the next whole minute: up to 60 s away.
+    let job = wait_for(
+        "the CronJob's first Job",
+        Duration::from_secs(120),
+        || async {
+            Ok(jobs
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .next())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+    let scheduled = job.metadata.annotations.as_ref().unwrap()
+        ["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+        .clone();
+    let at: k8s_openapi::jiff::Timestamp = scheduled.parse().unwrap();
+    assert_eq!(
+        at.as_second() % 60,
+        0,
+        "scheduled on a whole minute: {scheduled}"
+    );
+    assert_eq!(
+        job.metadata.name.clone().unwrap(),
+        format!("tick-{}", at.as_second() / 60)
+    );
+    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("CronJob", Some(true))
+    );
+    wait_for("lastScheduleTime and lastSuccessfulTime", WAIT, || async {
+        let status = cronjobs.get("tick").await?.status.unwrap_or_default();
+        Ok((status.last_schedule_time.as_ref().map(|t| t.0) == Some(at)
+            && status.last_successful_time.is_some()
+            && status.active.unwrap_or_default().is_empty())
+        .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+    s.expect_events(
+        &ns,
+        &[
+            "SuccessfulCreate cronjob-controller",
+            "SawCompletedJob cronjob-controller",
+        ],
+    )
+    .await;
+    s.cluster.cleanup().await;
+}

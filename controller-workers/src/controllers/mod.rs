@@ -1,6 +1,7 @@
 //! KCM's controllers, one folder each, named as KCM names them, and how the worker
 //! builds the ones a `--controllers` list selects.
 
+pub mod cronjob;
 pub mod deployment;
 pub mod disruption;
 pub mod garbagecollector;
@@ -27,6 +28,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "garbage-collector-controller" => garbagecollector::build(context),
         "namespace-controller" => one(namespace::build(context)),
         "job-controller" => one(job::build(context)),
+        "cronjob-controller" => one(cronjob::build(context)),
         "disruption-controller" => one(disruption::build(context)),
         "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
         _ => return None,
@@ -41,6 +43,7 @@ pub fn resources(name: &str) -> &'static [&'static str] {
         "serviceaccount-controller" => &["v1/namespaces", "v1/serviceaccounts"],
         "namespace-controller" => &["v1/namespaces"],
         "job-controller" => &["v1/pods", "batch/v1/jobs"],
+        "cronjob-controller" => &["batch/v1/cronjobs", "batch/v1/jobs"],
         "disruption-controller" => &[
             "v1/pods",
             "policy/v1/poddisruptionbudgets",
