@@ -787,6 +787,32 @@ async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods
             "{name}"
         );
         assert!(status.completion_time.is_some() && status.start_time.is_some());
+        // Once every pod is released the counts stay as they were.
+        let released = wait_for("the Job's pods released", WAIT, || async {
+            let job = jobs.get(name).await?;
+            let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+            let selector = format!("batch.kubernetes.io/job-name={name}");
+            let held = pods
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+                .iter()
+                .any(|p| {
+                    p.metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == "batch.kubernetes.io/job-tracking")
+                });
+            Ok((!held).then_some(job.status.unwrap_or_default()))
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            (released.succeeded, released.failed.unwrap_or(0)),
+            (Some(3), 0),
+            "{name}, after release"
+        );
         if name == "indexed" {
             assert_eq!(status.completed_indexes.as_deref(), Some("0-2"));
         }

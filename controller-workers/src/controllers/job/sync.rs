@@ -188,8 +188,12 @@ impl Controller {
 
         // Pods that finished and are not counted yet.
         let pod_uid = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
+        // A finished Job counts nothing more: pods it deleted on finishing are not
+        // failures; their finalizers are only released.
+        let counting = !finished(&job);
         let new_succeeded: Vec<&Arc<Pod>> = pods
             .iter()
+            .filter(|_| counting)
             .filter(|p| {
                 phase(p) == "Succeeded"
                     && has_finalizer(p)
@@ -198,6 +202,7 @@ impl Controller {
             .collect();
         let new_failed: Vec<&Arc<Pod>> = pods
             .iter()
+            .filter(|_| counting)
             .filter(|p| failed(p) && has_finalizer(p) && !uncounted_failed.contains(&pod_uid(p)))
             .filter(|p| phase(p) == "Failed" || p.metadata.deletion_timestamp.is_some())
             .collect();
