@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
 /// Objects by namespace.
@@ -161,6 +161,25 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         self.by_index(NAMESPACE_INDEX, namespace)
     }
 
+    /// The object `reference` (an ownerReference of something in `namespace`) points
+    /// at, if the store holds it: same kind and group, same name, same UID (a recreated
+    /// object of that name is another owner).
+    pub fn referenced(&self, namespace: &str, reference: &OwnerReference) -> Option<Arc<K>>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let group = reference
+            .api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("");
+        if reference.kind != K::kind(&()) || group != K::group(&()) {
+            return None;
+        }
+        let object = self.get_in(namespace, &reference.name)?;
+        (object.meta().uid.as_deref() == Some(reference.uid.as_str())).then_some(object)
+    }
+
     /// Stores `object`, returning what it replaced.
     pub(crate) fn apply(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.write();
@@ -208,20 +227,28 @@ fn remove_from(values: &mut HashMap<String, BTreeSet<String>>, value: &str, key:
     }
 }
 
-/// The UID of the object's controller ownerReference, if any.
-pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+/// The object's controller ownerReference (the one with `controller: true`), if any.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .as_ref()?
         .iter()
         .find(|reference| reference.controller == Some(true))
-        .map(|reference| reference.uid.as_str())
+}
+
+/// The group of an apiVersion (`apps/v1` -> `apps`, `v1` -> the core group, "").
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+/// The UID of the object's controller ownerReference, if any.
+pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    controller_of(meta).map(|reference| reference.uid.as_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn pod(namespace: &str, name: &str, owner: Option<&str>, node: &str) -> Arc<Pod> {
         let mut pod = Pod::default();

@@ -31,7 +31,7 @@ use crate::informer::Change;
 use crate::pod_control::{controller_ref, is_not_found};
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
-use crate::store::{key_of, split_key, Store, CONTROLLER_UID_INDEX};
+use crate::store::{controller_of, key_of, split_key, Store, CONTROLLER_UID_INDEX};
 
 pub const NAME: &str = "cronjob-controller";
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -69,18 +69,10 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
                 Change::Deleted(deleted) => deleted.object(),
             };
             let namespace = job.metadata.namespace.as_deref().unwrap_or_default();
-            let owner = job
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|r| r.controller == Some(true) && r.kind == "CronJob");
-            if let Some(owner) = owner {
-                if let Some(cronjob) = store.get_in(namespace, &owner.name) {
-                    if cronjob.metadata.uid.as_deref() == Some(owner.uid.as_str()) {
-                        queue.add(key_of(&cronjob.metadata));
-                    }
-                }
+            if let Some(cronjob) =
+                controller_of(&job.metadata).and_then(|r| store.referenced(namespace, r))
+            {
+                queue.add(key_of(&cronjob.metadata));
             }
         }));
     }
@@ -324,20 +316,7 @@ impl Controller {
             Some("Replace") => {
                 for reference in &active {
                     let name = reference.name.clone().unwrap_or_default();
-                    let params = DeleteParams {
-                        propagation_policy: Some(PropagationPolicy::Background),
-                        ..Default::default()
-                    };
-                    match job_api.delete(&name, &params).await {
-                        Ok(_) => self.recorder.event(
-                            cronjob,
-                            NORMAL,
-                            "SuccessfulDelete",
-                            format!("Deleted job {name}"),
-                        ),
-                        Err(error) if is_not_found(&error) => {}
-                        Err(error) => return Err(error.into()),
-                    }
+                    self.delete_job(cronjob, job_api, &name).await?;
                 }
                 status.active = None;
             }
@@ -401,6 +380,32 @@ impl Controller {
         Ok(())
     }
 
+    /// Deletes one of the CronJob's Jobs (background), with upstream's event.
+    async fn delete_job(
+        &self,
+        cronjob: &CronJob,
+        job_api: &Api<Job>,
+        name: &str,
+    ) -> anyhow::Result<()> {
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        match job_api.delete(name, &params).await {
+            Ok(_) => {
+                self.recorder.event(
+                    cronjob,
+                    NORMAL,
+                    "SuccessfulDelete",
+                    format!("Deleted job {name}"),
+                );
+                Ok(())
+            }
+            Err(error) if is_not_found(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Keeps at most the history limits of finished Jobs, oldest deleted first.
     async fn cleanup(
         &self,
@@ -433,20 +438,7 @@ impl Controller {
             let extra = done.len() - limit.max(0) as usize;
             for job in done.into_iter().take(extra) {
                 let name = job.metadata.name.clone().unwrap_or_default();
-                let params = DeleteParams {
-                    propagation_policy: Some(PropagationPolicy::Background),
-                    ..Default::default()
-                };
-                match job_api.delete(&name, &params).await {
-                    Ok(_) => self.recorder.event(
-                        cronjob,
-                        NORMAL,
-                        "SuccessfulDelete",
-                        format!("Deleted job {name}"),
-                    ),
-                    Err(error) if is_not_found(&error) => {}
-                    Err(error) => return Err(error.into()),
-                }
+                self.delete_job(cronjob, job_api, &name).await?;
             }
         }
         Ok(())

@@ -26,7 +26,7 @@ use crate::informer::Change;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::selector::Selector;
-use crate::store::{key_of, Store};
+use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "deployment-controller";
 /// A key that keeps failing is dropped after this many retries (upstream maxRetries).
@@ -92,26 +92,13 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
     })
 }
 
-fn controller_of(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|reference| reference.controller == Some(true))
-}
-
 impl Controller {
     fn enqueue(&self, deployment: &Deployment) {
         self.queue.add(key_of(&deployment.metadata));
     }
 
     fn resolve(&self, namespace: &str, reference: &OwnerReference) -> Option<Arc<Deployment>> {
-        if reference.kind != "Deployment" {
-            return None;
-        }
-        let deployment = self.deployments.get_in(namespace, &reference.name)?;
-        (deployment.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(deployment)
+        self.deployments.referenced(namespace, reference)
     }
 
     /// Deployments whose selector matches an orphan ReplicaSet.
@@ -193,18 +180,11 @@ impl Controller {
     /// wakes the Deployment up.
     fn on_pod_deleted(&self, pod: &Pod) {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let Some(rs_ref) = controller_of(&pod.metadata) else {
+        let Some(rs) = controller_of(&pod.metadata)
+            .and_then(|reference| self.replica_sets.referenced(namespace, reference))
+        else {
             return;
         };
-        if rs_ref.kind != "ReplicaSet" {
-            return;
-        }
-        let Some(rs) = self.replica_sets.get_in(namespace, &rs_ref.name) else {
-            return;
-        };
-        if rs.metadata.uid.as_deref() != Some(rs_ref.uid.as_str()) {
-            return;
-        }
         let Some(d) = controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r)) else {
             return;
         };

@@ -383,7 +383,7 @@ impl Controller {
                     Some(rs) => rs.as_ref().clone(),
                     None => rs_api.get(&rs_name).await?,
                 };
-                let ours = super::controller_of(&existing.metadata)
+                let ours = crate::store::controller_of(&existing.metadata)
                     .is_some_and(|r| Some(r.uid.as_str()) == d.metadata.uid.as_deref());
                 let same_template = existing
                     .spec

@@ -29,7 +29,7 @@ use crate::pods::is_pod_ready;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::selector::Selector;
-use crate::store::{key_of, split_key, Store};
+use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "disruption-controller";
 /// An evicted pod still present is not counted as healthy for this long.
@@ -215,74 +215,55 @@ impl Controller {
         namespace: &str,
         pod: &Pod,
     ) -> Result<Option<(String, i32)>, String> {
-        let Some(reference) = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-        else {
+        let Some(reference) = controller_of(&pod.metadata) else {
             return Ok(None);
         };
+        let replicas = |replicas: Option<i32>| replicas.unwrap_or(1);
         let found = match reference.kind.as_str() {
             "ReplicaSet" => self
                 .replica_sets
-                .get_in(namespace, &reference.name)
-                .filter(|rs| rs.metadata.uid.as_deref() == Some(&reference.uid))
-                .map(|rs| {
+                .referenced(namespace, reference)
+                .and_then(|rs| {
                     // A ReplicaSet of a Deployment counts as the Deployment.
-                    match rs
-                        .metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .find(|r| r.controller == Some(true) && r.kind == "Deployment")
-                    {
-                        Some(owner) => self
-                            .deployments
-                            .get_in(namespace, &owner.name)
-                            .filter(|d| d.metadata.uid.as_deref() == Some(&owner.uid))
-                            .map(|d| {
-                                (
-                                    owner.uid.clone(),
-                                    d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                                )
-                            }),
+                    match controller_of(&rs.metadata).filter(|owner| owner.kind == "Deployment") {
+                        Some(owner) => self.deployments.referenced(namespace, owner).map(|d| {
+                            (
+                                owner.uid.clone(),
+                                replicas(d.spec.as_ref().and_then(|s| s.replicas)),
+                            )
+                        }),
                         None => Some((
                             reference.uid.clone(),
-                            rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                            replicas(rs.spec.as_ref().and_then(|s| s.replicas)),
                         )),
                     }
                 }),
             "ReplicationController" => self
                 .replication_controllers
-                .get_in(namespace, &reference.name)
-                .filter(|rc| rc.metadata.uid.as_deref() == Some(&reference.uid))
+                .referenced(namespace, reference)
                 .map(|rc| {
-                    Some((
+                    (
                         reference.uid.clone(),
-                        rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                    ))
+                        replicas(rc.spec.as_ref().and_then(|s| s.replicas)),
+                    )
                 }),
             "StatefulSet" => self
                 .stateful_sets
-                .get_in(namespace, &reference.name)
-                .filter(|s| s.metadata.uid.as_deref() == Some(&reference.uid))
+                .referenced(namespace, reference)
                 .map(|s| {
-                    Some((
+                    (
                         reference.uid.clone(),
-                        s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                    ))
+                        replicas(s.spec.as_ref().and_then(|s| s.replicas)),
+                    )
                 }),
             _ => None,
         };
-        match found {
-            Some(Some(scale)) => Ok(Some(scale)),
-            _ => Err(format!(
+        found.map(Some).ok_or_else(|| {
+            format!(
                 "found no controllers for pod {:?}",
                 pod.metadata.name.as_deref().unwrap_or_default()
-            )),
-        }
+            )
+        })
     }
 
     fn counts(

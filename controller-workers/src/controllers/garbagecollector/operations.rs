@@ -23,9 +23,7 @@ pub struct Kinds {
     by_kind: RwLock<HashMap<(String, String), ResourceInfo>>,
 }
 
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
-}
+pub use crate::store::group_of;
 
 impl Kinds {
     pub fn replace(&self, resources: &[ResourceInfo]) {

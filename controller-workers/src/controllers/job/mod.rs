@@ -30,7 +30,7 @@ use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
 use crate::rate_limiter::{Bucket, ItemExponentialFailure, MaxOf};
 use crate::recorder::Recorder;
-use crate::store::{key_of, Store};
+use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "job-controller";
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -104,17 +104,8 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
 impl Controller {
     fn job_of(&self, pod: &Pod) -> Option<Arc<Job>> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let reference = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))?;
-        if reference.kind != "Job" {
-            return None;
-        }
-        let job = self.jobs.get_in(namespace, &reference.name)?;
-        (job.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(job)
+        self.jobs
+            .referenced(namespace, controller_of(&pod.metadata)?)
     }
 
     fn on_pod(&self, change: &Change<Pod>) {

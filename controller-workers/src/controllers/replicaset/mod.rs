@@ -25,7 +25,7 @@ use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
 
 use self::kind::Replicated;
-use crate::store::{controller_uid, key_of, Store};
+use crate::store::{controller_of, controller_uid, key_of, Store};
 
 pub const NAME: &str = "replicaset-controller";
 /// At most this many pods are created or deleted in one sync (upstream BurstReplicas).
@@ -112,20 +112,8 @@ impl<K: Replicated> Controller<K> {
 
     /// The ReplicaSet a controllerRef names, if it is in the cache with that UID.
     fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<K>> {
-        let reference = pod
-            .metadata
-            .owner_references
-            .as_ref()?
-            .iter()
-            .find(|reference| reference.controller == Some(true))?;
-        if reference.kind != K::kind(&())
-            || crate::controllers::garbagecollector::operations::group_of(&reference.api_version)
-                != K::group(&())
-        {
-            return None;
-        }
-        let rs = self.replica_sets.get_in(namespace, &reference.name)?;
-        (rs.meta().uid.as_deref() == Some(reference.uid.as_str())).then_some(rs)
+        self.replica_sets
+            .referenced(namespace, controller_of(&pod.metadata)?)
     }
 
     /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
