@@ -12,27 +12,15 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 const IN_FLIGHT: usize = 16;
-
-fn status_kb(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with(field)).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|kb| kb.parse::<u64>().ok())
-            })
-        })
-        .unwrap_or(0)
-        * 1024
-}
 
 async fn get(address: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -51,22 +39,6 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-async fn namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
-        )
-        .await?;
-    Api::<ServiceAccount>::namespaced(client.clone(), name)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "default"}}))?,
-        )
-        .await?;
-    Ok(())
 }
 
 async fn all<F, Fut>(count: usize, f: F) -> anyhow::Result<()>
@@ -236,7 +208,7 @@ async fn run() -> anyhow::Result<()> {
     println!("garbage-collector benchmark (release; kube-sim in the bench process; informer-server and collector their own processes)");
 
     // Memory with 10,000 pods.
-    namespace(&client, "memory").await?;
+    common::namespace(&client, "memory", true).await?;
     owned_pods(&client, "memory", 100, 100).await?;
     let p = start(&kubeconfig, "0").await?;
     wait_graph(&p, 10_100.0).await?;
@@ -244,8 +216,8 @@ async fn run() -> anyhow::Result<()> {
     let metrics = get(&p.informer_metrics, "/metrics").await;
     let cached =
         metric(&metrics, "rkcm_informer_cached_bytes{resource=\"v1/pods\"}").unwrap_or(0.0);
-    let gc_rss = status_kb(p.worker.id().unwrap_or(0), "VmRSS:") as f64;
-    let informer_rss = status_kb(p.informer.id().unwrap_or(0), "VmRSS:") as f64;
+    let gc_rss = common::proc_status_bytes(p.worker.id().unwrap_or(0), "VmRSS:") as f64;
+    let informer_rss = common::proc_status_bytes(p.informer.id().unwrap_or(0), "VmRSS:") as f64;
     println!(
         "memory, 10,000 pods + 100 ReplicaSets: collector RSS {:.1} MiB ({:.0} B/pod) vs the informer-server's full-object pod cache {:.1} MiB ({:.0} B/pod) = {:.2}x; informer-server RSS {:.1} MiB",
         gc_rss / 1048576.0,
@@ -258,7 +230,7 @@ async fn run() -> anyhow::Result<()> {
     drop(p);
 
     // Baseline: a plain client deleting 1,000 pods.
-    namespace(&client, "baseline").await?;
+    common::namespace(&client, "baseline", true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "baseline");
     all(1000, |i| {
         let pods = pods.clone();
@@ -294,7 +266,7 @@ async fn run() -> anyhow::Result<()> {
         ),
         ("client limits lifted (qps 0)", "collect-unlimited", "0"),
     ] {
-        namespace(&client, ns).await?;
+        common::namespace(&client, ns, true).await?;
         owned_pods(&client, ns, 100, 10).await?;
         let p = start(&kubeconfig, qps).await?;
         wait_graph(&p, 11_100.0).await?;
@@ -314,7 +286,7 @@ async fn run() -> anyhow::Result<()> {
             "collector, {label}: 1,000 pods of 100 deleted ReplicaSets gone in {:.2} s = {:.2}x baseline; collector peak RSS {:.1} MiB",
             took.as_secs_f64(),
             took.as_secs_f64() / base.as_secs_f64(),
-            status_kb(p.worker.id().unwrap_or(0), "VmHWM:") as f64 / 1048576.0
+            common::proc_status_bytes(p.worker.id().unwrap_or(0), "VmHWM:") as f64 / 1048576.0
         );
         drop(p);
     }

@@ -11,13 +11,15 @@
 //!
 //! `cargo bench -p rkcm --bench informer_server`
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use rkcm_proto::v1::informer_client::InformerClient;
 use rkcm_proto::v1::{EventType, GroupVersionResource, ListRequest, WatchRequest};
@@ -32,20 +34,6 @@ fn now_nanos() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-}
-
-fn rss_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|kb| kb.parse::<u64>().ok())
-            })
-        })
-        .unwrap_or(0)
-        * 1024
 }
 
 fn configmaps() -> GroupVersionResource {
@@ -240,22 +228,12 @@ async fn fan_out(
     (start.elapsed(), events, latencies, write_time)
 }
 
-async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
-        )
-        .await?;
-    Ok(())
-}
-
 /// A fresh namespace holding cm-0..cm-OBJECTS at round 0.
 async fn namespace_with_configmaps(
     client: &kube::Client,
     ns: &str,
 ) -> anyhow::Result<Api<ConfigMap>> {
-    create_namespace(client, ns).await?;
+    common::namespace(client, ns, false).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     for i in 0..OBJECTS {
         let cm = json!({"metadata": {"name": format!("cm-{i}")}, "data": {"round": "0"}});
@@ -371,7 +349,7 @@ async fn run() -> anyhow::Result<()> {
 
     const SECRETS: usize = 10_000;
     let ns = "memory";
-    create_namespace(&client, ns).await?;
+    common::namespace(&client, ns, false).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let value = "x".repeat(600);
     let created = Arc::new(AtomicU64::new(0));
@@ -396,7 +374,7 @@ async fn run() -> anyhow::Result<()> {
     for t in tasks {
         let _ = t.await;
     }
-    let before = rss_bytes(pid);
+    let before = common::proc_status_bytes(pid, "VmRSS:");
     let mut informer = connect(&socket).await;
     // Start caching through a watch that matches nothing, so no response is built.
     let secrets_gvr = GroupVersionResource {
@@ -418,7 +396,7 @@ async fn run() -> anyhow::Result<()> {
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = rss_bytes(pid);
+    let after = common::proc_status_bytes(pid, "VmRSS:");
     let list = informer
         .list(ListRequest {
             resource: Some(secrets_gvr),

@@ -10,10 +10,12 @@
 //!
 //! `cargo bench -p rkcm --bench worker`
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
 use serde_json::json;
@@ -22,40 +24,6 @@ const DEPLOYMENTS: usize = 100;
 const REPLICAS: usize = 10;
 const PODS: usize = DEPLOYMENTS * REPLICAS;
 const IN_FLIGHT: usize = 16;
-
-fn peak_rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|kb| kb.parse::<u64>().ok())
-            })
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
-async fn namespace(client: &kube::Client, name: &str, with_account: bool) -> anyhow::Result<()> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
-        )
-        .await?;
-    if with_account {
-        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-        accounts
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": "default"}}))?,
-            )
-            .await?;
-    }
-    Ok(())
-}
 
 async fn running(client: &kube::Client, ns: &str) -> anyhow::Result<usize> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -101,7 +69,7 @@ where
 
 async fn baseline(client: &kube::Client) -> anyhow::Result<Duration> {
     let ns = "baseline";
-    namespace(client, ns, true).await?;
+    common::namespace(client, ns, true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
     create_all(PODS, |i| {
@@ -167,7 +135,7 @@ async fn with_rkcm(
         .env("RKCM_LOG", "warn")
         .kill_on_drop(true)
         .spawn()?;
-    namespace(client, ns, false).await?;
+    common::namespace(client, ns, false).await?;
     // The serviceaccount controller makes the namespace usable.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -196,8 +164,8 @@ async fn with_rkcm(
     let elapsed = until_running(client, ns, start).await?;
     let run = Run {
         elapsed,
-        informer_rss: peak_rss(informer.id().unwrap_or(0)),
-        worker_rss: peak_rss(worker.id().unwrap_or(0)),
+        informer_rss: common::proc_status_bytes(informer.id().unwrap_or(0), "VmHWM:"),
+        worker_rss: common::proc_status_bytes(worker.id().unwrap_or(0), "VmHWM:"),
     };
     let _ = worker.kill().await;
     let _ = informer.kill().await;
@@ -247,7 +215,7 @@ async fn run() -> anyhow::Result<()> {
     }
     println!(
         "peak RSS of the bench process (kube-sim + node-sim + clients): {:.1} MiB",
-        peak_rss(std::process::id()) as f64 / 1048576.0
+        common::proc_status_bytes(std::process::id(), "VmHWM:") as f64 / 1048576.0
     );
     Ok(())
 }
