@@ -30,6 +30,8 @@ pub struct ControllerOptions {
     pub concurrent_ttl_after_finished_syncs: usize,
     pub concurrent_job_syncs: usize,
     pub concurrent_cron_job_syncs: usize,
+    pub concurrent_statefulset_syncs: usize,
+    pub concurrent_daemonset_syncs: usize,
 }
 
 impl Default for ControllerOptions {
@@ -45,6 +47,8 @@ impl Default for ControllerOptions {
             concurrent_ttl_after_finished_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_cron_job_syncs: 5,
+            concurrent_statefulset_syncs: 5,
+            concurrent_daemonset_syncs: 2,
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct RefManager<'a, O> {
     pub selector: &'a Selector,
     /// Reads the owner live from the API server: adoption needs the current truth.
     pub owner_api: Api<O>,
+    /// A further test an object must pass to match, beside the selector (upstream's
+    /// claim filter: a StatefulSet claims only pods named after it).
+    filter: Option<&'a (dyn Fn(&ObjectMeta) -> bool + Send + Sync)>,
     can_adopt: OnceCell<Result<(), String>>,
 }
 
@@ -87,8 +90,16 @@ where
             owner_ref,
             selector,
             owner_api,
+            filter: None,
             can_adopt: OnceCell::new(),
         }
+    }
+
+    /// Objects must also pass `filter` to match: those that fail it are neither adopted
+    /// nor kept (an owned one is released), as if the selector did not match them.
+    pub fn with_filter(mut self, filter: &'a (dyn Fn(&ObjectMeta) -> bool + Send + Sync)) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     async fn can_adopt(&self) -> Result<(), String> {
@@ -137,7 +148,8 @@ where
             let meta: &ObjectMeta = object.meta();
             let name = meta.name.clone().unwrap_or_default();
             let uid = meta.uid.clone().unwrap_or_default();
-            let matches = self.selector.matches(meta.labels.as_ref());
+            let matches = self.selector.matches(meta.labels.as_ref())
+                && self.filter.is_none_or(|filter| filter(meta));
             match crate::store::controller_uid(meta) {
                 Some(controller) if controller != owner_uid => {}
                 Some(_) if matches => claimed.push(object),

@@ -148,6 +148,64 @@ where
     ])
 }
 
+/// Per-id exponential delays measured from the last failure (client-go's
+/// `flowcontrol.Backoff`, no jitter): the DaemonSet controller spaces out replacing a
+/// node's failed daemon pods with it. An id untouched for twice the maximum starts over.
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    entries: Mutex<HashMap<String, (Duration, Instant)>>,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Backoff {
+            initial,
+            max,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn expired(&self, now: Instant, last: Instant) -> bool {
+        now.saturating_duration_since(last) > self.max * 2
+    }
+
+    /// The current delay of `id` (zero when it has none).
+    pub fn get(&self, id: &str) -> Duration {
+        lock(&self.entries)
+            .get(id)
+            .map(|(delay, _)| *delay)
+            .unwrap_or_default()
+    }
+
+    /// Records a failure of `id` at `now`: the first (or first after expiry) gets the
+    /// initial delay, each further one doubles it up to the maximum.
+    pub fn next(&self, id: &str, now: Instant) {
+        let mut entries = lock(&self.entries);
+        let delay = match entries.get(id) {
+            Some((delay, last)) if !self.expired(now, *last) => (*delay * 2).min(self.max),
+            _ => self.initial,
+        };
+        entries.insert(id.to_string(), (delay, now));
+    }
+
+    /// Is `now` still within `id`'s delay since its last failure?
+    pub fn is_in_backoff_since_update(&self, id: &str, now: Instant) -> bool {
+        match lock(&self.entries).get(id) {
+            Some((delay, last)) if !self.expired(now, *last) => {
+                now.saturating_duration_since(*last) < *delay
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets ids that have not failed for twice the maximum delay.
+    pub fn gc(&self, now: Instant) {
+        let max = self.max;
+        lock(&self.entries).retain(|_, (_, last)| now.saturating_duration_since(*last) <= max * 2);
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -219,5 +277,28 @@ mod tests {
         assert!(wait > Duration::from_millis(90), "{wait:?}");
         limiter.forget(&key);
         assert_eq!(limiter.num_requeues(&key), 0);
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_last_failure_and_expires() {
+        let backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert!(!backoff.is_in_backoff_since_update("a", t0));
+        backoff.next("a", t0);
+        assert_eq!(backoff.get("a"), Duration::from_secs(1));
+        assert!(backoff.is_in_backoff_since_update("a", t0 + Duration::from_millis(500)));
+        assert!(!backoff.is_in_backoff_since_update("a", t0 + Duration::from_secs(1)));
+        for _ in 0..5 {
+            backoff.next("a", t0);
+        }
+        assert_eq!(backoff.get("a"), Duration::from_secs(10), "capped");
+        backoff.next("a", t0 + Duration::from_secs(21));
+        assert_eq!(
+            backoff.get("a"),
+            Duration::from_secs(1),
+            "expired: starts over"
+        );
+        backoff.gc(t0 + Duration::from_secs(100));
+        assert_eq!(backoff.get("a"), Duration::ZERO);
     }
 }

@@ -96,7 +96,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Default,
         true,
     ),
-    d("daemonset-controller", Some("daemonset"), Default, false),
+    d("daemonset-controller", Some("daemonset"), Default, true),
     d("job-controller", Some("job"), Default, true),
     d("deployment-controller", Some("deployment"), Default, true),
     d("replicaset-controller", Some("replicaset"), Default, true),

@@ -100,6 +100,12 @@ pub struct Args {
     /// Namespaces synced concurrently.
     #[arg(long, default_value_t = 10)]
     pub concurrent_namespace_syncs: usize,
+    /// StatefulSets synced concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_statefulset_syncs: usize,
+    /// DaemonSets synced concurrently.
+    #[arg(long, default_value_t = 2)]
+    pub concurrent_daemonset_syncs: usize,
     /// The period for syncing namespace life-cycle updates (Go duration).
     #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
     pub namespace_sync_period: Duration,
@@ -241,6 +247,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             concurrent_gc_syncs: args.concurrent_gc_syncs,
             garbage_collector_discovery_period: args.garbage_collector_discovery_period,
             concurrent_namespace_syncs: args.concurrent_namespace_syncs,
+            concurrent_statefulset_syncs: args.concurrent_statefulset_syncs,
+            concurrent_daemonset_syncs: args.concurrent_daemonset_syncs,
             namespace_sync_period: args.namespace_sync_period,
             concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
             concurrent_job_syncs: args.concurrent_job_syncs,

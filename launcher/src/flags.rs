@@ -56,6 +56,12 @@ pub struct LauncherArgs {
     /// The number of namespace objects that are allowed to sync concurrently.
     #[arg(long, default_value_t = 10)]
     pub concurrent_namespace_syncs: usize,
+    /// The number of statefulset objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_statefulset_syncs: usize,
+    /// The number of daemonset objects that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 2)]
+    pub concurrent_daemonset_syncs: usize,
     /// The period for syncing namespace life-cycle updates.
     #[arg(long, default_value = "5m", value_parser = duration)]
     pub namespace_sync_period: Duration,
@@ -181,12 +187,6 @@ pub struct LauncherArgs {
     /// Not acted on yet: front-proxy authentication of the secure port.
     #[arg(long)]
     pub requestheader_client_ca_file: Option<PathBuf>,
-    /// Not acted on yet (statefulset).
-    #[arg(long)]
-    pub concurrent_statefulset_syncs: Option<u32>,
-    /// Not acted on yet (daemonset).
-    #[arg(long)]
-    pub concurrent_daemonset_syncs: Option<u32>,
     /// Not acted on yet (endpoints).
     #[arg(long)]
     pub concurrent_endpoint_syncs: Option<u32>,
@@ -234,8 +234,6 @@ impl LauncherArgs {
             node_monitor_grace_period => "--node-monitor-grace-period",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
-            concurrent_statefulset_syncs => "--concurrent-statefulset-syncs",
-            concurrent_daemonset_syncs => "--concurrent-daemonset-syncs",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
             concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
             concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",

@@ -2,6 +2,7 @@
 //! builds the ones a `--controllers` list selects.
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod garbagecollector;
@@ -31,6 +32,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "cronjob-controller" => one(cronjob::build(context)),
         "disruption-controller" => one(disruption::build(context)),
         "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
+        "daemonset-controller" => one(daemonset::build(context)),
         _ => return None,
     })
 }
@@ -53,6 +55,18 @@ pub fn resources(name: &str) -> &'static [&'static str] {
             "apps/v1/statefulsets",
         ],
         "ttl-after-finished-controller" => &["batch/v1/jobs"],
+        "statefulset-controller" => &[
+            "v1/pods",
+            "apps/v1/statefulsets",
+            "apps/v1/controllerrevisions",
+            "v1/persistentvolumeclaims",
+        ],
+        "daemonset-controller" => &[
+            "v1/pods",
+            "v1/nodes",
+            "apps/v1/daemonsets",
+            "apps/v1/controllerrevisions",
+        ],
         "replicaset-controller" => &["v1/pods", "apps/v1/replicasets"],
         "replicationcontroller-controller" => &["v1/pods", "v1/replicationcontrollers"],
         "deployment-controller" => &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"],

@@ -1094,56 +1094,11 @@ pub fn has_revision_history_limit(deployment: &Deployment) -> bool {
 // Template hashing
 // ---------------------------------------------------------------------------
 
-/// Alphabet for hash-derived names: no vowels (so no accidental words) and no
-/// easily confused characters.
-const SAFE_ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+pub use crate::history::{safe_encode_string, SAFE_ALPHANUMS};
 
-/// Maps every character onto [`SAFE_ALPHANUMS`] by code point modulo the
-/// alphabet size, so hash-derived names look like generated names.
-pub fn safe_encode_string(s: &str) -> String {
-    s.chars()
-        .map(|c| SAFE_ALPHANUMS[c as usize % SAFE_ALPHANUMS.len()] as char)
-        .collect()
-}
-
-/// 32-bit FNV-1a.
-fn fnv1a32(chunks: &[&[u8]]) -> u32 {
-    const OFFSET: u32 = 0x811c_9dc5;
-    const PRIME: u32 = 0x0100_0193;
-    let mut h = OFFSET;
-    for b in chunks.iter().flat_map(|c| c.iter()) {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(PRIME);
-    }
-    h
-}
-
-/// Value of the `pod-template-hash` label (and ReplicaSet name suffix) for a
-/// template.
-///
-/// FNV-1a (32-bit) over the template's JSON serialisation, followed — when a
-/// collision count is set — by the count as 8 bytes (little-endian u32 plus
-/// four zero bytes, the same trailer upstream writes), so bumping
-/// `status.collisionCount` yields a fresh name. The decimal form of the hash
-/// is then mapped onto the safe alphabet.
-///
-/// The value differs from kube-controller-manager's (which hashes a Go
-/// debug dump of the struct). That only affects ReplicaSet naming:
-/// ReplicaSets are matched to templates with [`equal_ignore_hash`], never by
-/// hash, so taking over ReplicaSets created by upstream is fine. JSON omits
-/// unset fields, so the hash is also stable when new optional API fields
-/// appear.
-pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
-    let body =
-        serde_json::to_vec(template).unwrap_or_else(|_| format!("{template:?}").into_bytes());
-    let mut trailer = [0u8; 8];
-    let mut chunks: Vec<&[u8]> = vec![&body];
-    if let Some(count) = collision_count {
-        trailer[..4].copy_from_slice(&(count as u32).to_le_bytes());
-        chunks.push(&trailer);
-    }
-    safe_encode_string(&fnv1a32(&chunks).to_string())
-}
+pub use crate::history::compute_hash;
+#[cfg(test)]
+use crate::history::fnv1a32;
 
 // ---------------------------------------------------------------------------
 // Ordering

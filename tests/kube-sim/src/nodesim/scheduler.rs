@@ -383,14 +383,42 @@ pub async fn run(shared: Arc<Shared>, pods: Store<Pod>, nodes: Store<Node>) {
     }
 }
 
+/// Is the pod pinned by a required `metadata.name` affinity (as DaemonSet pods are) only
+/// to existing nodes another simulator runs? Then it is that simulator's to bind, and
+/// this one neither binds it nor reports it unschedulable.
+fn pinned_elsewhere(pod: &Pod, others: &std::collections::HashSet<String>) -> bool {
+    let names: Vec<&String> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.iter().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .filter(|r| r.key == "metadata.name" && r.operator == "In")
+        .flat_map(|r| r.values.iter().flatten())
+        .collect();
+    !names.is_empty() && names.iter().all(|n| others.contains(*n))
+}
+
 async fn cycle(
     shared: &Shared,
     pods: &Store<Pod>,
     nodes: &Store<Node>,
     cache: &mut SchedulerCache,
 ) {
-    let our_nodes: Vec<Arc<Node>> = nodes
-        .state()
+    let all_nodes = nodes.state();
+    let others: std::collections::HashSet<String> = all_nodes
+        .iter()
+        .map(|n| n.name_any())
+        .filter(|n| !shared.is_ours(n))
+        .collect();
+    let our_nodes: Vec<Arc<Node>> = all_nodes
         .into_iter()
         .filter(|n| shared.is_ours(&n.name_any()))
         .collect();
@@ -422,7 +450,7 @@ async fn cycle(
             None => match cache.assumed.get(&uid) {
                 Some((n, _)) => n.clone(),
                 None => {
-                    if is_pending(&pod) {
+                    if is_pending(&pod) && !pinned_elsewhere(&pod, &others) {
                         pending.push(pod);
                     }
                     continue;
