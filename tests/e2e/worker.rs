@@ -867,6 +867,109 @@ async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_failure_policy_fails_the_job_on_a_fatal_exit_code_and_ignores_another() {
+    use k8s_openapi::api::batch::v1::Job;
+    let s = Stack::start_with(&["--controllers", "job,serviceaccount"]).await;
+    let ns = s.namespace("pfp").await;
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let job = |name: &str, action: &str, code: i32| -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "backoffLimit": 0,
+                "podFailurePolicy": {"rules": [
+                    {"action": action, "onExitCodes": {"operator": "In", "values": [code]}}
+                ]},
+                "template": {
+                    "metadata": {"annotations": {"sim.rkcm.io/exit-after": "300ms",
+                        "sim.rkcm.io/exit-code": code.to_string()}},
+                    "spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": IMAGE_1}]}
+                }
+            }
+        }))
+        .unwrap()
+    };
+    let pp = Default::default();
+    jobs.create(&pp, &job("fatal", "FailJob", 42))
+        .await
+        .unwrap();
+    jobs.create(&pp, &job("ignored", "Ignore", 3))
+        .await
+        .unwrap();
+
+    s.kubectl(&[
+        "wait",
+        "--for=condition=failed",
+        "job/fatal",
+        "-n",
+        &ns,
+        "--timeout=90s",
+    ])
+    .await;
+    let fatal = jobs.get("fatal").await.unwrap();
+    let status = fatal.status.clone().unwrap();
+    let conditions: Vec<(String, String, String)> = status
+        .conditions
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status, c.reason.unwrap_or_default()))
+        .collect();
+    for type_ in ["FailureTarget", "Failed"] {
+        assert!(
+            conditions.contains(&(type_.into(), "True".into(), "PodFailurePolicy".into())),
+            "{type_} with reason PodFailurePolicy: {conditions:?}"
+        );
+    }
+    let message = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("Container c for pod {ns}/fatal-"))
+            && message.ends_with("failed with exit code 42 matching FailJob rule at index 0"),
+        "{message}"
+    );
+    assert_eq!((status.failed, status.terminating), (Some(1), Some(0)));
+
+    // Exit code 3 is ignored: with backoffLimit 0 the Job still replaces the pod (after
+    // the failure backoff) and counts no failure.
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    wait_for("a second pod of the ignoring Job", WAIT, || async {
+        let failed = pods
+            .list(&ListParams::default().labels("batch.kubernetes.io/job-name=ignored"))
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+            .count();
+        Ok((failed >= 2).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
+    let ignored = jobs
+        .get("ignored")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    assert_eq!(ignored.failed.unwrap_or(0), 0, "{ignored:?}");
+    assert!(
+        !ignored
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.status == "True" && (c.type_ == "Failed" || c.type_ == "FailureTarget")),
+        "the ignoring Job has not failed"
+    );
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cronjob_starts_its_job_at_the_next_minute() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
     let s = Stack::start_with(&["--controllers", "job,cronjob,serviceaccount"]).await;

@@ -10,10 +10,14 @@
 //! BackoffLimitExceeded, DeadlineExceeded) and delete its active pods; `suspend` deletes
 //! them and sets the Suspended condition (JobSuspended / JobResumed); status counters
 //! (active, ready, succeeded, failed, completedIndexes), startTime, completionTime and
-//! the Complete condition. Not here yet: podFailurePolicy, backoffLimitPerIndex,
-//! successPolicy, podReplacementPolicy.
+//! the Complete condition; podFailurePolicy (FailJob through the FailureTarget
+//! condition, reason PodFailurePolicy; Ignore; Count) and podReplacementPolicy (with
+//! `Failed`, or any podFailurePolicy, terminating pods are not replaced until they
+//! failed; status.terminating). Not here yet: backoffLimitPerIndex (and the FailIndex
+//! action), successPolicy (not served by 1.29), the job metrics.
 
 mod indexes;
+mod pod_failure_policy;
 mod sync;
 
 use std::sync::Arc;

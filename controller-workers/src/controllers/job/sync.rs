@@ -14,6 +14,9 @@ use serde_json::json;
 use tracing::debug;
 
 use super::indexes::{self, COMPLETION_INDEX};
+use super::pod_failure_policy::{
+    is_pod_failed, match_pod_failure_policy, only_replace_failed_pods,
+};
 use super::{Controller, TRACKING_FINALIZER};
 use crate::controller_ref::RefManager;
 use crate::pod_control::{
@@ -46,12 +49,6 @@ fn has_finalizer(pod: &Pod) -> bool {
         .iter()
         .flatten()
         .any(|f| f == TRACKING_FINALIZER)
-}
-
-/// A pod that will not run again: Succeeded, Failed, or being deleted before success.
-fn failed(pod: &Pod) -> bool {
-    phase(pod) == "Failed"
-        || (pod.metadata.deletion_timestamp.is_some() && phase(pod) != "Succeeded")
 }
 
 fn set_condition(
@@ -200,12 +197,30 @@ impl Controller {
                     && !uncounted_succeeded.contains(&pod_uid(p))
             })
             .collect();
-        let new_failed: Vec<&Arc<Pod>> = pods
+        let policy = spec.pod_failure_policy.as_ref();
+        // Failures a podFailurePolicy rule ignores are not counted (their finalizer is
+        // still released).
+        let (new_failed, new_ignored): (Vec<&Arc<Pod>>, Vec<&Arc<Pod>>) = pods
             .iter()
             .filter(|_| counting)
-            .filter(|p| failed(p) && has_finalizer(p) && !uncounted_failed.contains(&pod_uid(p)))
-            .filter(|p| phase(p) == "Failed" || p.metadata.deletion_timestamp.is_some())
-            .collect();
+            .filter(|p| {
+                is_pod_failed(p, &job)
+                    && has_finalizer(p)
+                    && !uncounted_failed.contains(&pod_uid(p))
+            })
+            .partition(|p| match_pod_failure_policy(policy, p).count_failed);
+        // A failed pod matching a FailJob rule fails the Job.
+        let fail_job_message = pods
+            .iter()
+            .filter(|p| is_pod_failed(p, &job))
+            .find_map(|p| match_pod_failure_policy(policy, p).fail_job_message);
+        let terminating = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+            })
+            .count();
         let active_pods: Vec<&Arc<Pod>> = pods.iter().filter(|p| is_pod_active(p)).collect();
         let succeeded = status.succeeded.unwrap_or(0)
             + uncounted_succeeded.len() as i32
@@ -226,7 +241,7 @@ impl Controller {
             }
         }
 
-        let mut events: Vec<(&str, &str, String)> = Vec::new();
+        let mut events: Vec<(&str, String, String)> = Vec::new();
         let mut delete: Vec<Arc<Pod>> = Vec::new();
         let mut create_indexes: Vec<Option<i32>> = Vec::new();
         let mut requeue_after: Option<Duration> = None;
@@ -250,15 +265,40 @@ impl Controller {
                 }
                 _ => false,
             };
-            let failure = if failures > backoff_limit {
+            let failure_target = status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "FailureTarget" && c.status == "True")
+                .map(|c| {
+                    (
+                        c.reason.clone().unwrap_or_default(),
+                        c.message.clone().unwrap_or_default(),
+                    )
+                });
+            let failure: Option<(String, String)> = if let Some(target) = failure_target {
+                Some(target)
+            } else if let Some(message) = &fail_job_message {
+                // First the interim FailureTarget condition, written with the uncounted
+                // pods before their finalizers go; Failed follows once they are counted.
+                set_condition(
+                    &mut status,
+                    "FailureTarget",
+                    "True",
+                    "PodFailurePolicy",
+                    message,
+                    now,
+                );
+                Some(("PodFailurePolicy".to_string(), message.clone()))
+            } else if failures > backoff_limit {
                 Some((
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
+                    "BackoffLimitExceeded".into(),
+                    "Job has reached the specified backoff limit".into(),
                 ))
             } else if deadline_passed {
                 Some((
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
+                    "DeadlineExceeded".into(),
+                    "Job was active longer than specified deadline".into(),
                 ))
             } else {
                 None
@@ -270,13 +310,13 @@ impl Controller {
             };
             if let Some((reason, message)) = failure {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
-                set_condition(&mut status, "Failed", "True", reason, message, now);
-                events.push((WARNING, reason, message.to_string()));
+                set_condition(&mut status, "Failed", "True", &reason, &message, now);
+                events.push((WARNING, reason, message));
             } else if complete {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
                 set_condition(&mut status, "Complete", "True", "", "", now);
                 status.completion_time = Some(Time(now));
-                events.push((NORMAL, "Completed", "Job completed".into()));
+                events.push((NORMAL, "Completed".into(), "Job completed".into()));
             } else if spec.suspend.unwrap_or(false) {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
                 if set_condition(
@@ -287,7 +327,7 @@ impl Controller {
                     "Job suspended",
                     now,
                 ) {
-                    events.push((NORMAL, "Suspended", "Job suspended".into()));
+                    events.push((NORMAL, "Suspended".into(), "Job suspended".into()));
                 }
             } else if self.expectations.satisfied(key) {
                 if condition_true(&job, "Suspended") {
@@ -299,10 +339,28 @@ impl Controller {
                         "Job resumed",
                         now,
                     );
-                    events.push((NORMAL, "Resumed", "Job resumed".into()));
+                    events.push((NORMAL, "Resumed".into(), "Job resumed".into()));
                     status.start_time = Some(Time(now));
                 }
                 let parallelism = spec.parallelism.unwrap_or(1).max(0) as usize;
+                // Pods still terminating hold their place until they have failed when
+                // only failed pods are replaced.
+                let held = if only_replace_failed_pods(&job) {
+                    terminating
+                } else {
+                    0
+                };
+                let terminating_indexes: std::collections::BTreeSet<i32> = if held > 0 {
+                    pods.iter()
+                        .filter(|p| {
+                            p.metadata.deletion_timestamp.is_some()
+                                && !matches!(phase(p), "Succeeded" | "Failed")
+                        })
+                        .filter_map(|p| indexes::of_pod(p))
+                        .collect()
+                } else {
+                    Default::default()
+                };
                 if indexed {
                     let n = completions.unwrap_or(0);
                     let mut running: BTreeMap<i32, Vec<Arc<Pod>>> = BTreeMap::new();
@@ -320,9 +378,15 @@ impl Controller {
                         delete.extend(pods.drain(1..));
                     }
                     let missing: Vec<i32> = (0..n)
-                        .filter(|i| !completed_indexes.contains(i) && !running.contains_key(i))
+                        .filter(|i| {
+                            !completed_indexes.contains(i)
+                                && !running.contains_key(i)
+                                && !terminating_indexes.contains(i)
+                        })
                         .collect();
-                    let want = parallelism.min(running.len() + missing.len());
+                    let want = parallelism
+                        .saturating_sub(held)
+                        .min(running.len() + missing.len());
                     if running.len() > want {
                         let extra = running.len() - want;
                         let highest: Vec<i32> = running.keys().rev().take(extra).copied().collect();
@@ -340,22 +404,29 @@ impl Controller {
                         Some(n) => parallelism.min((n - succeeded).max(0) as usize),
                     };
                     let active = active_pods.len();
-                    if active > want {
+                    if active + held < want {
+                        create_indexes.extend(std::iter::repeat_n(None, want - active - held));
+                    } else if active > want {
                         let mut ranked: Vec<(Arc<Pod>, usize)> =
                             active_pods.iter().map(|p| ((*p).clone(), 0)).collect();
                         ranked.sort_by(|a, b| compare_for_deletion((&a.0, a.1), (&b.0, b.1), now));
                         delete.extend(ranked.into_iter().take(active - want).map(|(p, _)| p));
-                    } else {
-                        create_indexes.extend(std::iter::repeat_n(None, want - active));
                     }
                 }
                 if !create_indexes.is_empty() {
                     let last_failure = pods
                         .iter()
-                        .filter(|p| failed(p))
+                        .filter(|p| is_pod_failed(p, &job))
                         .filter_map(|p| finished_at(p))
                         .max();
-                    if let Some(wait) = backoff_left(failures, last_failure, now) {
+                    // Ignored failures are not counted, but they still back off.
+                    let ignored_present = pods
+                        .iter()
+                        .filter(|p| is_pod_failed(p, &job))
+                        .filter(|p| !match_pod_failure_policy(policy, p).count_failed)
+                        .count() as i32;
+                    if let Some(wait) = backoff_left(failures + ignored_present, last_failure, now)
+                    {
                         debug!(job = key, ?wait, "backing off before replacing failed pods");
                         create_indexes.clear();
                         requeue_after = Some(requeue_after.map_or(wait, |r| r.min(wait)));
@@ -435,9 +506,11 @@ impl Controller {
             .filter(|p| !deleted.contains(&pod_uid(p)))
             .count();
         status.active = Some((still_active + created_count) as i32);
+        status.terminating = Some(terminating as i32);
         status.ready = Some(ready);
         for (type_, reason, message) in &events {
-            self.recorder.event(&job, type_, reason, message.clone());
+            self.recorder
+                .event(&job, type_, reason.as_str(), message.clone());
         }
         let mut all_succeeded: Vec<String> = uncounted_succeeded.iter().cloned().collect();
         all_succeeded.extend(new_succeeded.iter().map(|p| pod_uid(p)));
@@ -456,12 +529,25 @@ impl Controller {
             recording.active = status.active;
             recording.ready = status.ready;
             recording.start_time = status.start_time.clone();
+            recording.terminating = status.terminating;
+            if let Some(message) = fail_job_message.as_deref().filter(|_| !was_finished) {
+                set_condition(
+                    &mut recording,
+                    "FailureTarget",
+                    "True",
+                    "PodFailurePolicy",
+                    message,
+                    now,
+                );
+            }
             self.write_status(&mut job, recording).await?;
         }
+        let ignored: HashSet<String> = new_ignored.iter().map(|p| pod_uid(p)).collect();
         for pod in pods.iter().filter(|p| {
             has_finalizer(p)
                 && (all_succeeded.contains(&pod_uid(p))
                     || all_failed.contains(&pod_uid(p))
+                    || ignored.contains(&pod_uid(p))
                     || was_finished)
         }) {
             self.remove_finalizer(&pod_api, pod).await?;
