@@ -970,6 +970,147 @@ async fn a_pod_failure_policy_fails_the_job_on_a_fatal_exit_code_and_ignores_ano
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_indexed_job_retries_a_failing_index_within_its_per_index_backoff_limit() {
+    use k8s_openapi::api::batch::v1::Job;
+    let s = Stack::start_with(&["--controllers", "job,serviceaccount"]).await;
+    let ns = s.namespace("bpi").await;
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let job = |name: &str, limit: i32| -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "completions": 3, "parallelism": 3, "completionMode": "Indexed",
+                "backoffLimitPerIndex": limit,
+                "template": {
+                    "metadata": {"annotations": {"sim.rkcm.io/exit-after": "2s",
+                        "sim.rkcm.io/exit-code": "0"}},
+                    "spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": IMAGE_1}]}
+                }
+            }
+        }))
+        .unwrap()
+    };
+    // The first pod of index 1 is told to exit 1 (node-sim reads the annotation when
+    // the container exits); its replacement runs the template and succeeds.
+    let fail_first_of_index_1 = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let selector = format!(
+                "batch.kubernetes.io/job-name={name},batch.kubernetes.io/job-completion-index=1"
+            );
+            let first = wait_for("the first pod of index 1", WAIT, || async {
+                Ok(pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await?
+                    .items
+                    .into_iter()
+                    .next())
+            })
+            .await
+            .unwrap();
+            let patch =
+                serde_json::json!({"metadata": {"annotations": {"sim.rkcm.io/exit-code": "1"}}});
+            pods.patch(
+                first.metadata.name.as_deref().unwrap(),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+            first
+        }
+    };
+    let pp = Default::default();
+    jobs.create(&pp, &job("retried", 1)).await.unwrap();
+    let first = fail_first_of_index_1("retried").await;
+    jobs.create(&pp, &job("given-up", 0)).await.unwrap();
+    fail_first_of_index_1("given-up").await;
+
+    s.kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/retried",
+        "-n",
+        &ns,
+        "--timeout=90s",
+    ])
+    .await;
+    let status = jobs.get("retried").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            status.succeeded,
+            status.failed,
+            status.completed_indexes.as_deref(),
+            status.failed_indexes.as_deref()
+        ),
+        (Some(3), Some(1), Some("0-2"), Some(""))
+    );
+    let index_1: Vec<Pod> = pods
+        .list(&ListParams::default().labels(
+            "batch.kubernetes.io/job-name=retried,batch.kubernetes.io/job-completion-index=1",
+        ))
+        .await
+        .unwrap()
+        .items;
+    let counts: BTreeMap<String, String> = index_1
+        .iter()
+        .map(|p| {
+            let annotations = p.metadata.annotations.clone().unwrap_or_default();
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                annotations
+                    .get("batch.kubernetes.io/job-index-failure-count")
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(counts.len(), 2, "index 1 ran twice: {counts:?}");
+    assert_eq!(counts[first.metadata.name.as_deref().unwrap()], "0");
+    assert!(
+        counts.values().any(|c| c == "1"),
+        "the retry carries the failure: {counts:?}"
+    );
+    let env = index_1[0].spec.as_ref().unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter().any(|e| e.name == "JOB_COMPLETION_INDEX"),
+        "indexed pods get JOB_COMPLETION_INDEX: {env:?}"
+    );
+
+    s.kubectl(&[
+        "wait",
+        "--for=condition=failed",
+        "job/given-up",
+        "-n",
+        &ns,
+        "--timeout=90s",
+    ])
+    .await;
+    let status = jobs.get("given-up").await.unwrap().status.unwrap();
+    let failed = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .unwrap();
+    assert_eq!(failed.reason.as_deref(), Some("FailedIndexes"));
+    assert_eq!(
+        (
+            status.failed_indexes.as_deref(),
+            status.completed_indexes.as_deref(),
+            status.failed
+        ),
+        (Some("1"), Some("0,2"), Some(1))
+    );
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cronjob_starts_its_job_at_the_next_minute() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
     let s = Stack::start_with(&["--controllers", "job,cronjob,serviceaccount"]).await;

@@ -9,7 +9,9 @@
 //! `<cronjob>-<minutes since the epoch>` with the annotation
 //! `batch.kubernetes.io/cronjob-scheduled-timestamp`; it keeps only
 //! successfulJobsHistoryLimit / failedJobsHistoryLimit finished Jobs, and comes back at
-//! the next schedule time.
+//! the next schedule time. Schedules run in `spec.timeZone` (UTC without it) or in a
+//! `TZ=`/`CRON_TZ=` prefix of the schedule, which gets the UnsupportedSchedule warning
+//! as upstream.
 
 mod schedule;
 
@@ -208,8 +210,39 @@ impl Controller {
         let mut requeue = None;
 
         if cronjob.metadata.deletion_timestamp.is_none() && !spec.suspend.unwrap_or(false) {
-            let zone = match spec.time_zone.as_deref() {
-                Some(name) => match TimeZone::get(name) {
+            if spec.schedule.contains("TZ") {
+                self.recorder.event(
+                    &cronjob,
+                    WARNING,
+                    "UnsupportedSchedule",
+                    format!("CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details", spec.schedule),
+                );
+            }
+            let unparseable = |error: String| {
+                self.recorder.event(
+                    &cronjob,
+                    WARNING,
+                    "UnparseableSchedule",
+                    format!("unparseable schedule: {:?} : {error}", spec.schedule),
+                );
+            };
+            // A zone named in the schedule wins (the API server refuses both at once).
+            let (prefix_zone, schedule_text) = match schedule::split_time_zone(&spec.schedule) {
+                Ok((zone, text)) => (zone, Some(text)),
+                Err(error) => {
+                    unparseable(error);
+                    (None, None)
+                }
+            };
+            let zone = match (prefix_zone, spec.time_zone.as_deref()) {
+                (Some(name), _) => match TimeZone::get(name) {
+                    Ok(zone) => Some(zone),
+                    Err(error) => {
+                        unparseable(format!("provided bad location {name}: {error}"));
+                        None
+                    }
+                },
+                (None, Some(name)) => match TimeZone::get(name) {
                     Ok(zone) => Some(zone),
                     Err(error) => {
                         self.recorder.event(
@@ -221,20 +254,15 @@ impl Controller {
                         None
                     }
                 },
-                None => Some(TimeZone::UTC),
+                (None, None) => Some(TimeZone::UTC),
             };
-            let schedule = match Schedule::parse(&spec.schedule) {
+            let schedule = schedule_text.and_then(|text| match Schedule::parse(text) {
                 Ok(schedule) => Some(schedule),
                 Err(error) => {
-                    self.recorder.event(
-                        &cronjob,
-                        WARNING,
-                        "UnparseableSchedule",
-                        format!("unparseable schedule: {:?} : {error}", spec.schedule),
-                    );
+                    unparseable(error);
                     None
                 }
-            };
+            });
             if let (Some(zone), Some(schedule)) = (zone, schedule) {
                 let mut earliest = status
                     .last_schedule_time

@@ -67,6 +67,21 @@ const MONTHS: &[&str] = &[
 ];
 const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
+/// Splits a `TZ=Zone ` or `CRON_TZ=Zone ` prefix off a schedule (the cron library's
+/// extension upstream still honours, unsupported but parsed): the zone name, if any,
+/// and the schedule proper.
+pub fn split_time_zone(text: &str) -> Result<(Option<&str>, &str), String> {
+    let text = text.trim();
+    if !(text.starts_with("TZ=") || text.starts_with("CRON_TZ=")) {
+        return Ok((None, text));
+    }
+    let Some(space) = text.find(' ') else {
+        return Err(format!("missing schedule after the time zone: {text}"));
+    };
+    let equals = text.find('=').unwrap_or(0);
+    Ok((Some(&text[equals + 1..space]), text[space..].trim()))
+}
+
 impl Schedule {
     pub fn parse(text: &str) -> Result<Schedule, String> {
         let text = text.trim();
@@ -221,6 +236,20 @@ mod tests {
                 .next(ts("2026-01-01T00:00:00Z"), &TimeZone::UTC),
             None
         );
+    }
+
+    #[test]
+    fn time_zone_prefixes_are_split_off() {
+        assert_eq!(split_time_zone("*/5 * * * *"), Ok((None, "*/5 * * * *")));
+        assert_eq!(
+            split_time_zone("TZ=Europe/Paris 0 9 * * 1"),
+            Ok((Some("Europe/Paris"), "0 9 * * 1"))
+        );
+        assert_eq!(
+            split_time_zone("CRON_TZ=Asia/Tokyo @daily"),
+            Ok((Some("Asia/Tokyo"), "@daily"))
+        );
+        assert!(split_time_zone("TZ=UTC").is_err());
     }
 
     #[test]

@@ -6,6 +6,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// How often an index failed before this pod (backoffLimitPerIndex).
+pub const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+/// How many of an index's failures a podFailurePolicy rule ignored before this pod.
+pub const IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ignored-failure-count";
 
 pub fn parse(text: &str, completions: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
@@ -29,8 +33,11 @@ pub fn format(indexes: &BTreeSet<i32>) -> String {
         while iter.peek() == Some(&(end + 1)) {
             end = iter.next().unwrap_or(end);
         }
+        // Two in a row are written as a pair, longer runs as a range (as upstream).
         parts.push(if start == end {
             start.to_string()
+        } else if end == start + 1 {
+            format!("{start},{end}")
         } else {
             format!("{start}-{end}")
         });
@@ -45,6 +52,30 @@ pub fn of_pod(pod: &Pod) -> Option<i32> {
         .get(COMPLETION_INDEX)?
         .parse()
         .ok()
+}
+
+fn count_annotation(pod: &Pod, key: &str) -> i32 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|v| *v >= 0)
+        .unwrap_or(0)
+}
+
+/// The index's counted failures before this pod.
+pub fn failure_count(pod: &Pod) -> i32 {
+    count_annotation(pod, FAILURE_COUNT)
+}
+
+pub fn ignored_failure_count(pod: &Pod) -> i32 {
+    count_annotation(pod, IGNORED_FAILURE_COUNT)
+}
+
+/// Every failure of the index before this pod, ignored or not (drives its backoff).
+pub fn absolute_failure_count(pod: &Pod) -> i32 {
+    failure_count(pod) + ignored_failure_count(pod)
 }
 
 #[cfg(test)]
@@ -62,5 +93,10 @@ mod tests {
             "indexes beyond completions are dropped"
         );
         assert_eq!(format(&BTreeSet::new()), "");
+        assert_eq!(
+            format(&parse("1-2,4-6", 8)),
+            "1,2,4-6",
+            "a pair is not a range"
+        );
     }
 }

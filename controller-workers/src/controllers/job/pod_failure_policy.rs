@@ -12,9 +12,8 @@ pub enum Action {
     FailJob,
     Ignore,
     Count,
-    // FailIndex fails the pod's index; it needs backoffLimitPerIndex, which rkcm does
-    // not implement yet, so such a rule is skipped (as upstream with the
-    // JobBackoffLimitPerIndex feature off).
+    /// Fails the pod's index (backoffLimitPerIndex).
+    FailIndex,
 }
 
 /// The outcome for one failed pod: the message when it fails the Job, whether the
@@ -125,7 +124,13 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
                     action: Some(Action::FailJob),
                 }
             }
-            // FailIndex without backoffLimitPerIndex, or an unknown action: next rule.
+            "FailIndex" => {
+                return Outcome {
+                    fail_job_message: None,
+                    count_failed: true,
+                    action: Some(Action::FailIndex),
+                }
+            }
             _ => continue,
         }
     }

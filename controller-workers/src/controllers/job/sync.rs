@@ -1,12 +1,12 @@
 //! A Job's sync (upstream `syncJob`, `manageJob`, `trackJobStatusAndRemoveFinalizers`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::indexes::{self, COMPLETION_INDEX};
 use super::pod_failure_policy::{
-    is_pod_failed, match_pod_failure_policy, only_replace_failed_pods,
+    is_pod_failed, match_pod_failure_policy, only_replace_failed_pods, Action,
 };
 use super::{Controller, TRACKING_FINALIZER};
 use crate::controller_ref::RefManager;
@@ -27,6 +27,8 @@ use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
 use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
 
+/// The environment variable an Indexed Job's containers read their index from.
+const COMPLETION_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 const POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(600);
 /// At most this many pods are created or deleted in one sync (upstream).
@@ -129,6 +131,50 @@ fn backoff_left(
     let ready_at = last + SignedDuration::try_from(delay).ok()?;
     let left = ready_at.as_nanosecond() - now.as_nanosecond();
     (left > 0).then(|| Duration::from_nanos(left as u64))
+}
+
+/// With restartPolicy OnFailure failures are container restarts: the restarts of the
+/// running and pending pods reaching backoffLimit fail the Job
+/// (`pastBackoffLimitOnFailure`).
+fn past_backoff_limit_on_failure(
+    spec: &k8s_openapi::api::batch::v1::JobSpec,
+    pods: &[Arc<Pod>],
+    backoff_limit: i32,
+) -> bool {
+    let restart_policy = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref());
+    if restart_policy != Some("OnFailure") {
+        return false;
+    }
+    let restarts: i32 = pods
+        .iter()
+        .filter(|p| matches!(phase(p), "Running" | "Pending"))
+        .filter_map(|p| p.status.as_ref())
+        .flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .sum();
+    if backoff_limit == 0 {
+        restarts > 0
+    } else {
+        restarts >= backoff_limit
+    }
+}
+
+/// The failed pod of `index` a replacement follows (upstream's pod "with delayed
+/// deletion"): the one with the most failures, the latest to finish.
+fn last_failed_pod<'a>(pods: &'a [Arc<Pod>], index: i32, job: &Job) -> Option<&'a Pod> {
+    pods.iter()
+        .filter(|p| indexes::of_pod(p) == Some(index) && is_pod_failed(p, job))
+        .max_by_key(|p| (indexes::absolute_failure_count(p), finished_at(p)))
+        .map(|p| p.as_ref())
 }
 
 impl Controller {
@@ -241,6 +287,29 @@ impl Controller {
             }
         }
 
+        // backoffLimitPerIndex: an index whose pods failed that often (or whose pod
+        // matched a FailIndex rule) is failed for good.
+        let per_index_limit = spec.backoff_limit_per_index.filter(|_| indexed);
+        let mut failed_indexes = BTreeSet::new();
+        if let Some(limit) = per_index_limit {
+            let n = completions.unwrap_or(0);
+            failed_indexes =
+                indexes::parse(status.failed_indexes.as_deref().unwrap_or_default(), n);
+            for pod in pods.iter().filter(|p| has_finalizer(p)) {
+                let Some(index) = indexes::of_pod(pod).filter(|i| *i < n) else {
+                    continue;
+                };
+                if is_pod_failed(pod, &job) {
+                    let outcome = match_pod_failure_policy(policy, pod);
+                    if outcome.action == Some(Action::FailIndex)
+                        || (outcome.count_failed && indexes::failure_count(pod) >= limit)
+                    {
+                        failed_indexes.insert(index);
+                    }
+                }
+            }
+        }
+
         let mut events: Vec<(&str, String, String)> = Vec::new();
         let mut delete: Vec<Arc<Pod>> = Vec::new();
         let mut create_indexes: Vec<Option<i32>> = Vec::new();
@@ -290,7 +359,9 @@ impl Controller {
                     now,
                 );
                 Some(("PodFailurePolicy".to_string(), message.clone()))
-            } else if failures > backoff_limit {
+            } else if failures > backoff_limit
+                || past_backoff_limit_on_failure(&spec, &pods, backoff_limit)
+            {
                 Some((
                     "BackoffLimitExceeded".into(),
                     "Job has reached the specified backoff limit".into(),
@@ -300,6 +371,20 @@ impl Controller {
                     "DeadlineExceeded".into(),
                     "Job was active longer than specified deadline".into(),
                 ))
+            } else if per_index_limit.is_some()
+                && spec
+                    .max_failed_indexes
+                    .is_some_and(|max| failed_indexes.len() as i32 > max)
+            {
+                Some((
+                    "MaxFailedIndexesExceeded".into(),
+                    "Job has exceeded the specified maximal number of failed indexes".into(),
+                ))
+            } else if !failed_indexes.is_empty()
+                && (failed_indexes.len() + completed_indexes.len()) as i32
+                    >= completions.unwrap_or(0)
+            {
+                Some(("FailedIndexes".into(), "Job has failed indexes".into()))
             } else {
                 None
             };
@@ -365,11 +450,11 @@ impl Controller {
                     let n = completions.unwrap_or(0);
                     let mut running: BTreeMap<i32, Vec<Arc<Pod>>> = BTreeMap::new();
                     for pod in &active_pods {
-                        match indexes::of_pod(pod)
-                            .filter(|i| *i < n && !completed_indexes.contains(i))
-                        {
+                        match indexes::of_pod(pod).filter(|i| {
+                            *i < n && !completed_indexes.contains(i) && !failed_indexes.contains(i)
+                        }) {
                             Some(index) => running.entry(index).or_default().push((*pod).clone()),
-                            // Out of range, unindexed, or an index already done.
+                            // Out of range, unindexed, or an index already done or failed.
                             None => delete.push((*pod).clone()),
                         }
                     }
@@ -380,6 +465,7 @@ impl Controller {
                     let missing: Vec<i32> = (0..n)
                         .filter(|i| {
                             !completed_indexes.contains(i)
+                                && !failed_indexes.contains(i)
                                 && !running.contains_key(i)
                                 && !terminating_indexes.contains(i)
                         })
@@ -413,7 +499,41 @@ impl Controller {
                         delete.extend(ranked.into_iter().take(active - want).map(|(p, _)| p));
                     }
                 }
-                if !create_indexes.is_empty() {
+                if per_index_limit.is_some() && !create_indexes.is_empty() {
+                    // Each index backs off on its own failures, from its last failed
+                    // pod (the one its replacement takes the failure counts from).
+                    let mut ready = Vec::new();
+                    let mut soonest: Option<Duration> = None;
+                    for index in create_indexes.iter().flatten() {
+                        let replaced = last_failed_pod(&pods, *index, &job);
+                        let wait = replaced.and_then(|p| {
+                            backoff_left(
+                                indexes::absolute_failure_count(p) + 1,
+                                finished_at(p).or(p
+                                    .metadata
+                                    .creation_timestamp
+                                    .as_ref()
+                                    .map(|t| t.0)),
+                                now,
+                            )
+                        });
+                        match wait {
+                            None => ready.push(Some(*index)),
+                            Some(wait) => soonest = Some(soonest.map_or(wait, |s| s.min(wait))),
+                        }
+                    }
+                    if ready.is_empty() {
+                        if let Some(wait) = soonest {
+                            debug!(
+                                job = key,
+                                ?wait,
+                                "backing off before replacing failed indexes"
+                            );
+                            requeue_after = Some(requeue_after.map_or(wait, |r| r.min(wait)));
+                        }
+                    }
+                    create_indexes = ready;
+                } else if !create_indexes.is_empty() {
                     let last_failure = pods
                         .iter()
                         .filter(|p| is_pod_failed(p, &job))
@@ -472,7 +592,29 @@ impl Controller {
                         .unwrap_or_else(|p| p.into_inner())
                         .pop()
                         .flatten();
-                    let template = pod_template(&template, &job_name, index);
+                    let mut template = pod_template(&template, &job_name, index);
+                    if let (Some(index), Some(_)) = (index, per_index_limit) {
+                        let replaced = last_failed_pod(&pods, index, &job);
+                        let (failures, ignored) = replaced
+                            .map(|p| {
+                                let counted = match_pod_failure_policy(policy, p).count_failed;
+                                (
+                                    indexes::failure_count(p) + i32::from(counted),
+                                    indexes::ignored_failure_count(p) + i32::from(!counted),
+                                )
+                            })
+                            .unwrap_or((0, 0));
+                        let annotations = template
+                            .metadata
+                            .get_or_insert_with(Default::default)
+                            .annotations
+                            .get_or_insert_with(Default::default);
+                        annotations.insert(indexes::FAILURE_COUNT.into(), failures.to_string());
+                        if ignored > 0 {
+                            annotations
+                                .insert(indexes::IGNORED_FAILURE_COUNT.into(), ignored.to_string());
+                        }
+                    }
                     let generate_name = index.map(|i| format!("{job_name}-{i}-"));
                     let job = &job;
                     async move {
@@ -557,6 +699,9 @@ impl Controller {
         status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
         if indexed {
             status.completed_indexes = Some(indexes::format(&completed_indexes));
+            if per_index_limit.is_some() {
+                status.failed_indexes = Some(indexes::format(&failed_indexes));
+            }
         }
         if job.status.as_ref() != Some(&status) {
             self.write_status(&mut job, status).await?;
@@ -618,6 +763,30 @@ fn pod_template(template: &PodTemplateSpec, job_name: &str, index: Option<i32>) 
         finalizers.push(TRACKING_FINALIZER.into());
     }
     if let Some(index) = index {
+        if let Some(spec) = template.spec.as_mut() {
+            let containers = spec
+                .init_containers
+                .iter_mut()
+                .flatten()
+                .chain(spec.containers.iter_mut());
+            for container in containers {
+                let env = container.env.get_or_insert_with(Vec::new);
+                if !env.iter().any(|e| e.name == COMPLETION_INDEX_ENV) {
+                    env.push(EnvVar {
+                        name: COMPLETION_INDEX_ENV.into(),
+                        value: None,
+                        value_from: Some(EnvVarSource {
+                            field_ref: Some(ObjectFieldSelector {
+                                api_version: None,
+                                field_path: format!("metadata.labels['{COMPLETION_INDEX}']"),
+                            }),
+                            ..EnvVarSource::default()
+                        }),
+                    });
+                }
+            }
+        }
+        let meta = template.metadata.get_or_insert_with(Default::default);
         meta.annotations
             .get_or_insert_with(Default::default)
             .insert(COMPLETION_INDEX.into(), index.to_string());
@@ -625,9 +794,7 @@ fn pod_template(template: &PodTemplateSpec, job_name: &str, index: Option<i32>) 
             .get_or_insert_with(Default::default)
             .insert(COMPLETION_INDEX.into(), index.to_string());
         if let Some(spec) = template.spec.as_mut() {
-            if spec.hostname.is_none() {
-                spec.hostname = Some(format!("{job_name}-{index}"));
-            }
+            spec.hostname = Some(format!("{job_name}-{index}"));
         }
     }
     template
@@ -672,6 +839,7 @@ mod tests {
         assert_eq!(meta.annotations.unwrap()[COMPLETION_INDEX], "2");
         assert_eq!(meta.labels.unwrap()[COMPLETION_INDEX], "2");
         assert_eq!(meta.finalizers.unwrap(), [TRACKING_FINALIZER]);
-        assert_eq!(pod.spec.unwrap().hostname.as_deref(), Some("work-2"));
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some("work-2"));
     }
 }
