@@ -935,6 +935,16 @@ async fn a_pod_failure_policy_fails_the_job_on_a_fatal_exit_code_and_ignores_ano
         "{message}"
     );
     assert_eq!((status.failed, status.terminating), (Some(1), Some(0)));
+    let (_, metrics) = http_get(&s.worker.health, "/metrics").await.unwrap();
+    for series in [
+        "job_controller_jobs_finished_total{completion_mode=\"NonIndexed\",result=\"failed\",reason=\"PodFailurePolicy\"} 1",
+        "job_controller_pod_failures_handled_by_failure_policy_total{action=\"FailJob\"} 1",
+        "job_controller_job_pods_finished_total{completion_mode=\"NonIndexed\",result=\"failed\"} 1",
+        "job_controller_job_syncs_total{completion_mode=\"NonIndexed\",result=\"success\",action=\"pods_created\"}",
+        "job_controller_job_sync_duration_seconds_bucket{",
+    ] {
+        assert!(metrics.contains(series), "no {series} in:\n{metrics}");
+    }
 
     // Exit code 3 is ignored: with backoffLimit 0 the Job still replaces the pod (after
     // the failure backoff) and counts no failure.

@@ -14,9 +14,10 @@
 //! condition, reason PodFailurePolicy; Ignore; Count) and podReplacementPolicy (with
 //! `Failed`, or any podFailurePolicy, terminating pods are not replaced until they
 //! failed; status.terminating). Not here yet: backoffLimitPerIndex (and the FailIndex
-//! action), successPolicy (not served by 1.29), the job metrics.
+//! action), successPolicy (not served by 1.29), terminated_pods_tracking_finalizer_total.
 
 mod indexes;
+mod metrics;
 mod pod_failure_policy;
 mod sync;
 
@@ -47,6 +48,7 @@ pub(crate) struct Controller {
     pods: Store<Pod>,
     expectations: UidTrackingExpectations,
     queue: Arc<WorkQueue<String>>,
+    metrics: metrics::JobMetrics,
 }
 
 pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
@@ -73,6 +75,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         pods: pods.store().clone(),
         expectations: UidTrackingExpectations::new(),
         queue: queue.clone(),
+        metrics: metrics::JobMetrics::register(&context.metrics),
     });
     {
         let controller = controller.clone();

@@ -168,6 +168,13 @@ fn past_backoff_limit_on_failure(
     }
 }
 
+fn completion_mode(job: &Job) -> &'static str {
+    match job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) {
+        Some("Indexed") => "Indexed",
+        _ => "NonIndexed",
+    }
+}
+
 /// The failed pod of `index` a replacement follows (upstream's pod "with delayed
 /// deletion"): the one with the most failures, the latest to finish.
 fn last_failed_pod<'a>(pods: &'a [Arc<Pod>], index: i32, job: &Job) -> Option<&'a Pod> {
@@ -178,7 +185,26 @@ fn last_failed_pod<'a>(pods: &'a [Arc<Pod>], index: i32, job: &Job) -> Option<&'
 }
 
 impl Controller {
+    /// Syncs a Job and records the sync in the job_controller metrics.
     pub(super) async fn sync(&self, key: &str) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let (namespace, name) = split_key(key);
+        let mode = match self.jobs.get_in(namespace, name) {
+            Some(job) => completion_mode(&job),
+            None => return self.sync_job(key, &mut "reconciling").await,
+        };
+        let mut action = "reconciling";
+        let result = self.sync_job(key, &mut action).await;
+        self.metrics.sync(
+            mode,
+            result.is_ok(),
+            action,
+            started.elapsed().as_secs_f64(),
+        );
+        result
+    }
+
+    async fn sync_job(&self, key: &str, action: &mut &'static str) -> anyhow::Result<()> {
         let (namespace, name) = split_key(key);
         let Some(cached) = self.jobs.get_in(namespace, name) else {
             self.expectations.delete(key);
@@ -315,6 +341,18 @@ impl Controller {
         let mut create_indexes: Vec<Option<i32>> = Vec::new();
         let mut requeue_after: Option<Duration> = None;
         let was_finished = finished(&job);
+        let mode = completion_mode(&job);
+        let previous_completed = indexes::parse(
+            status.completed_indexes.as_deref().unwrap_or_default(),
+            completions.unwrap_or(0),
+        )
+        .len();
+        let previous_failed = indexes::parse(
+            status.failed_indexes.as_deref().unwrap_or_default(),
+            completions.unwrap_or(0),
+        )
+        .len();
+        let mut finished_now: Option<(bool, String)> = None;
         if !was_finished {
             if status.start_time.is_none() && !spec.suspend.unwrap_or(false) {
                 status.start_time = Some(Time(now));
@@ -396,11 +434,13 @@ impl Controller {
             if let Some((reason, message)) = failure {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
                 set_condition(&mut status, "Failed", "True", &reason, &message, now);
+                finished_now = Some((false, reason.clone()));
                 events.push((WARNING, reason, message));
             } else if complete {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
                 set_condition(&mut status, "Complete", "True", "", "", now);
                 status.completion_time = Some(Time(now));
+                finished_now = Some((true, String::new()));
                 events.push((NORMAL, "Completed".into(), "Job completed".into()));
             } else if spec.suspend.unwrap_or(false) {
                 delete.extend(active_pods.iter().map(|p| (*p).clone()));
@@ -559,6 +599,7 @@ impl Controller {
         // Pods to delete and to create.
         delete.truncate(MAX_CREATE_DELETE_PER_SYNC);
         if !delete.is_empty() {
+            *action = "pods_deleted";
             self.expectations
                 .expect_deletions(key, delete.iter().map(|p| key_of(&p.metadata)).collect());
             for pod in &delete {
@@ -632,6 +673,20 @@ impl Controller {
                 })
                 .await;
             created_count = created;
+            let recreating = job
+                .status
+                .as_ref()
+                .is_some_and(|s| s.terminating.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0);
+            let reason = match (recreating, only_replace_failed_pods(&job)) {
+                (false, _) => "new",
+                (true, true) => "recreate_failed",
+                (true, false) => "recreate_terminating_or_failed",
+            };
+            self.metrics
+                .pods_created(reason, created as u64, u64::from(error.is_some()));
+            if created > 0 {
+                *action = "pods_created";
+            }
             let skipped = create_indexes.len() - created;
             if skipped > 0 {
                 self.expectations.lower(key, skipped as i64, 0);
@@ -683,6 +738,19 @@ impl Controller {
                 );
             }
             self.write_status(&mut job, recording).await?;
+            if policy.is_some() {
+                for pod in new_failed.iter().chain(new_ignored.iter()) {
+                    match match_pod_failure_policy(policy, pod).action {
+                        Some(Action::FailJob) => self.metrics.failure_handled_by_policy("FailJob"),
+                        Some(Action::Ignore) => self.metrics.failure_handled_by_policy("Ignore"),
+                        Some(Action::Count) => self.metrics.failure_handled_by_policy("Count"),
+                        Some(Action::FailIndex) => {
+                            self.metrics.failure_handled_by_policy("FailIndex")
+                        }
+                        None => {}
+                    }
+                }
+            }
         }
         let ignored: HashSet<String> = new_ignored.iter().map(|p| pod_uid(p)).collect();
         for pod in pods.iter().filter(|p| {
@@ -703,8 +771,25 @@ impl Controller {
                 status.failed_indexes = Some(indexes::format(&failed_indexes));
             }
         }
+        let newly_completed = completed_indexes.len().saturating_sub(previous_completed);
+        let newly_failed = failed_indexes.len().saturating_sub(previous_failed);
         if job.status.as_ref() != Some(&status) {
             self.write_status(&mut job, status).await?;
+        }
+        self.metrics
+            .pods_finished(mode, all_succeeded.len() as u64, all_failed.len() as u64);
+        if indexed {
+            self.metrics.indexes_finished(
+                per_index_limit.is_some(),
+                newly_completed as u64,
+                newly_failed as u64,
+            );
+        }
+        if let Some((succeeded, reason)) = &finished_now {
+            self.metrics.job_finished(mode, *succeeded, reason);
+        }
+        if *action == "reconciling" && !was_finished {
+            *action = "tracking";
         }
         if let Some(wait) = requeue_after {
             self.queue
