@@ -164,6 +164,8 @@ pub async fn shut_down(queue: &WorkQueue<String>, timeout: Duration) {
 pub fn describe(error: &anyhow::Error) -> String {
     error
         .chain()
+        // An API error's source is its Status, which would repeat the message.
+        .filter(|cause| cause.downcast_ref::<kube::core::Status>().is_none())
         .map(|cause| match cause.downcast_ref::<kube::Error>() {
             Some(kube::Error::Api(status)) => {
                 format!("{} ({} {})", status.message, status.code, status.reason)

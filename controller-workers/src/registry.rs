@@ -107,12 +107,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         false,
     ),
     d("disruption-controller", Some("disruption"), Default, true),
-    d(
-        "statefulset-controller",
-        Some("statefulset"),
-        Default,
-        false,
-    ),
+    d("statefulset-controller", Some("statefulset"), Default, true),
     d("cronjob-controller", Some("cronjob"), Default, true),
     d(
         "certificatesigningrequest-signing-controller",
@@ -341,7 +336,7 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-statefulset", "*"])).unwrap(),
+            select(&list(&["-endpoint", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
@@ -361,7 +356,8 @@ mod tests {
             Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"statefulset-controller"));
+        assert!(default_controllers_missing().contains(&"endpoints-controller"));
+        assert!(!default_controllers_missing().contains(&"statefulset-controller"));
         assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }
 }

@@ -10,6 +10,7 @@ pub mod job;
 pub mod namespace;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod ttlafterfinished;
 
 use crate::controller::{ControllerContext, Runnable};
@@ -32,6 +33,7 @@ pub fn build(name: &str, context: &ControllerContext) -> Option<anyhow::Result<V
         "cronjob-controller" => one(cronjob::build(context)),
         "disruption-controller" => one(disruption::build(context)),
         "ttl-after-finished-controller" => one(ttlafterfinished::build(context)),
+        "statefulset-controller" => one(statefulset::build(context)),
         "daemonset-controller" => one(daemonset::build(context)),
         _ => return None,
     })

@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 use self::schedule::Schedule;
 use crate::controller::{ControllerContext, Runnable};
@@ -45,6 +46,9 @@ struct Controller {
     cronjobs: Store<CronJob>,
     jobs: Store<Job>,
     queue: Arc<WorkQueue<String>>,
+    /// `cronjob_controller_job_creation_skew_duration_seconds`: from the scheduled time
+    /// to the Job's creation.
+    creation_skew: Histogram,
 }
 
 pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
@@ -78,7 +82,19 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
             }
         }));
     }
+    let creation_skew = Histogram::new(exponential_buckets(1.0, 2.0, 10));
+    context
+        .metrics
+        .registry
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .register(
+            "cronjob_controller_job_creation_skew_duration_seconds",
+            "Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
+            creation_skew.clone(),
+        );
     let controller = Arc::new(Controller {
+        creation_skew,
         client,
         recorder,
         cronjobs: cronjobs.store().clone(),
@@ -371,12 +387,12 @@ impl Controller {
             spec: Some(template.spec.unwrap_or_default()),
             status: None,
         };
-        let created = match job_api.create(&PostParams::default(), &job).await {
-            Ok(created) => created,
+        let (created, existed) = match job_api.create(&PostParams::default(), &job).await {
+            Ok(created) => (created, false),
             Err(kube::Error::Api(status_error)) if status_error.code == 409 => {
                 // Made by an earlier sync whose status update did not land.
                 match job_api.get_opt(&job_name).await? {
-                    Some(existing) => existing,
+                    Some(existing) => (existing, true),
                     None => return Ok(()),
                 }
             }
@@ -393,12 +409,18 @@ impl Controller {
                 return Err(error.into());
             }
         };
-        self.recorder.event(
-            cronjob,
-            NORMAL,
-            "SuccessfulCreate",
-            format!("Created job {job_name}"),
-        );
+        if !existed {
+            if let Some(created_at) = &created.metadata.creation_timestamp {
+                let skew = created_at.0.as_millisecond() - at.as_millisecond();
+                self.creation_skew.observe(skew as f64 / 1000.0);
+            }
+            self.recorder.event(
+                cronjob,
+                NORMAL,
+                "SuccessfulCreate",
+                format!("Created job {job_name}"),
+            );
+        }
         let mut active = status.active.clone().unwrap_or_default();
         if !active.iter().any(|r| r.uid == created.metadata.uid) {
             active.push(reference(&created));

@@ -30,11 +30,7 @@ type NewAndOld = (Option<Arc<Pod>>, Option<Arc<Pod>>);
 
 /// The updated and the old pod on a node; `None` when the node has more than one of
 /// either (`findUpdatedPodsOnNode`).
-fn updated_and_old(
-    pods: &[Arc<Pod>],
-    hash: &str,
-    generation: Option<i64>,
-) -> Option<NewAndOld> {
+fn updated_and_old(pods: &[Arc<Pod>], hash: &str, generation: Option<i64>) -> Option<NewAndOld> {
     let mut new = None;
     let mut old = None;
     for pod in pods {
