@@ -21,6 +21,7 @@ mod metrics;
 mod pod_failure_policy;
 mod sync;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +50,49 @@ pub(crate) struct Controller {
     expectations: UidTrackingExpectations,
     queue: Arc<WorkQueue<String>>,
     metrics: metrics::JobMetrics,
+    finalizer_removals: FinalizerRemovals,
+}
+
+/// The pods whose job-tracking finalizer a Job's sync removed and whose update the pod
+/// cache has not shown yet (upstream's finalizerExpectations): they are counted already
+/// and must not be counted again by a sync that sees the Job's new status before the
+/// pods' updates.
+#[derive(Default)]
+pub(crate) struct FinalizerRemovals {
+    expected: std::sync::Mutex<HashMap<String, HashSet<String>>>,
+}
+
+impl FinalizerRemovals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+        self.expected.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn expect(&self, key: &str, uids: impl IntoIterator<Item = String>) {
+        let mut expected = self.lock();
+        let set = expected.entry(key.to_string()).or_default();
+        set.extend(uids);
+        if set.is_empty() {
+            expected.remove(key);
+        }
+    }
+
+    pub(crate) fn observed(&self, key: &str, uid: &str) {
+        let mut expected = self.lock();
+        if let Some(set) = expected.get_mut(key) {
+            set.remove(uid);
+            if set.is_empty() {
+                expected.remove(key);
+            }
+        }
+    }
+
+    pub(crate) fn expected(&self, key: &str) -> HashSet<String> {
+        self.lock().get(key).cloned().unwrap_or_default()
+    }
+
+    fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
 }
 
 pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
@@ -76,6 +120,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         expectations: UidTrackingExpectations::new(),
         queue: queue.clone(),
         metrics: metrics::JobMetrics::register(&context.metrics),
+        finalizer_removals: FinalizerRemovals::default(),
     });
     {
         let controller = controller.clone();
@@ -86,6 +131,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
             Change::Deleted(deleted) => {
                 let key = key_of(&deleted.object().metadata);
                 controller.expectations.delete(&key);
+                controller.finalizer_removals.forget(&key);
                 controller.queue.add(key);
             }
         }));
@@ -120,6 +166,7 @@ impl Controller {
             Change::Added(pod) => {
                 if let Some(job) = self.job_of(pod) {
                     let key = key_of(&job.metadata);
+                    self.observe_release(&key, pod);
                     if pod.metadata.deletion_timestamp.is_some() {
                         self.expectations
                             .deletion_observed(&key, &key_of(&pod.metadata));
@@ -136,6 +183,7 @@ impl Controller {
                 for pod in [old, new] {
                     if let Some(job) = self.job_of(pod) {
                         let key = key_of(&job.metadata);
+                        self.observe_release(&key, new);
                         if new.metadata.deletion_timestamp.is_some() {
                             self.expectations
                                 .deletion_observed(&key, &key_of(&new.metadata));
@@ -148,11 +196,46 @@ impl Controller {
                 let pod = deleted.object();
                 if let Some(job) = self.job_of(pod) {
                     let key = key_of(&job.metadata);
+                    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                    self.finalizer_removals.observed(&key, uid);
                     self.expectations
                         .deletion_observed(&key, &key_of(&pod.metadata));
                     self.queue.add(key);
                 }
             }
         }
+    }
+
+    /// A pod seen without the job-tracking finalizer: its removal has landed.
+    fn observe_release(&self, key: &str, pod: &Pod) {
+        let held = pod
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == TRACKING_FINALIZER);
+        if !held {
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+            self.finalizer_removals.observed(key, uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FinalizerRemovals;
+
+    #[test]
+    fn released_pods_are_remembered_until_seen() {
+        let removals = FinalizerRemovals::default();
+        removals.expect("ns/job", ["a".to_string(), "b".to_string()]);
+        assert_eq!(removals.expected("ns/job").len(), 2);
+        removals.observed("ns/job", "a");
+        assert!(removals.expected("ns/job").contains("b"));
+        removals.observed("ns/job", "b");
+        assert!(removals.expected("ns/job").is_empty());
+        removals.expect("ns/job", ["c".to_string()]);
+        removals.forget("ns/job");
+        assert!(removals.expected("ns/job").is_empty());
     }
 }

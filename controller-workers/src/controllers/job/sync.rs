@@ -260,6 +260,9 @@ impl Controller {
         // A finished Job counts nothing more: pods it deleted on finishing are not
         // failures; their finalizers are only released.
         let counting = !finished(&job);
+        // Pods whose finalizer this controller already removed were counted, even if the
+        // pod cache still shows the finalizer (the Job's cache may be ahead of it).
+        let released = self.finalizer_removals.expected(key);
         let new_succeeded: Vec<&Arc<Pod>> = pods
             .iter()
             .filter(|_| counting)
@@ -267,6 +270,7 @@ impl Controller {
                 phase(p) == "Succeeded"
                     && has_finalizer(p)
                     && !uncounted_succeeded.contains(&pod_uid(p))
+                    && !released.contains(&pod_uid(p))
             })
             .collect();
         let policy = spec.pod_failure_policy.as_ref();
@@ -279,6 +283,7 @@ impl Controller {
                 is_pod_failed(p, &job)
                     && has_finalizer(p)
                     && !uncounted_failed.contains(&pod_uid(p))
+                    && !released.contains(&pod_uid(p))
             })
             .partition(|p| match_pod_failure_policy(policy, p).count_failed);
         // A failed pod matching a FailJob rule fails the Job.
@@ -753,19 +758,31 @@ impl Controller {
             }
         }
         let ignored: HashSet<String> = new_ignored.iter().map(|p| pod_uid(p)).collect();
-        for pod in pods.iter().filter(|p| {
-            has_finalizer(p)
-                && (all_succeeded.contains(&pod_uid(p))
-                    || all_failed.contains(&pod_uid(p))
-                    || ignored.contains(&pod_uid(p))
-                    || was_finished)
-        }) {
-            self.remove_finalizer(&pod_api, pod).await?;
+        let to_release: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| {
+                has_finalizer(p)
+                    && !released.contains(&pod_uid(p))
+                    && (all_succeeded.contains(&pod_uid(p))
+                        || all_failed.contains(&pod_uid(p))
+                        || ignored.contains(&pod_uid(p))
+                        || was_finished)
+            })
+            .collect();
+        self.finalizer_removals
+            .expect(key, to_release.iter().map(|p| pod_uid(p)));
+        for pod in to_release {
+            if let Err(error) = self.remove_finalizer(&pod_api, pod).await {
+                self.finalizer_removals.observed(key, &pod_uid(pod));
+                return Err(error);
+            }
         }
         status.succeeded = Some(succeeded);
         status.failed = Some(failures);
         status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
         if indexed {
+            // An Indexed Job counts succeeded indexes, not pods (as upstream).
+            status.succeeded = Some(completed_indexes.len() as i32);
             status.completed_indexes = Some(indexes::format(&completed_indexes));
             if per_index_limit.is_some() {
                 status.failed_indexes = Some(indexes::format(&failed_indexes));
