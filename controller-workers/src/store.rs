@@ -161,6 +161,19 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         self.by_index(NAMESPACE_INDEX, namespace)
     }
 
+    /// What an owner may claim: the objects it controls (by UID) and the orphans of its
+    /// namespace. Objects another controller owns are never claimed, so they are not
+    /// looked at.
+    pub fn claim_candidates(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<K>> {
+        let mut candidates = self.by_index(CONTROLLER_UID_INDEX, owner_uid);
+        candidates.extend(
+            self.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+                .into_iter()
+                .filter(|o| o.meta().namespace.as_deref().unwrap_or_default() == namespace),
+        );
+        candidates
+    }
+
     /// The object `reference` (an ownerReference of something in `namespace`) points
     /// at, if the store holds it: same kind and group, same name, same UID (a recreated
     /// object of that name is another owner).

@@ -15,77 +15,30 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube_sim::nodesim::{NodeSim, NodeSimConfig};
-use rkcm_conformance::{wait_for, TestCluster};
 
-const WAIT: Duration = Duration::from_secs(90);
 const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
 const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 /// Nodes with this label (value: the test's namespace) run the test's DaemonSet.
 const NODE_LABEL: &str = "rkcm.io/e2e-daemonset";
 const SKIP_TAINT: &str = "rkcm.io/e2e-skip";
 
-struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    _nodes: Option<NodeSim>,
-    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+/// The worker stack with the daemonset and serviceaccount controllers.
+struct Stack(WorkerStack);
+
+impl std::ops::Deref for Stack {
+    type Target = WorkerStack;
+    fn deref(&self) -> &WorkerStack {
+        &self.0
+    }
 }
 
 impl Stack {
     async fn start() -> Stack {
-        let cluster = TestCluster::start().await.unwrap();
-        let serial = serial_on_real_cluster(&cluster).await;
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let worker = Worker::start(
-            &cluster,
-            &informer,
-            &["--controllers", "daemonset,serviceaccount"],
-        )
-        .await
-        .unwrap();
-        let nodes = simulated_nodes(&cluster, 3).await;
-        Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            _nodes: nodes,
-            _serial: serial,
-        }
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => panic!("{error:#}\nworker log:\n{}", self.worker.log()),
-        }
-    }
-
-    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        wait_for(what, WAIT, check)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", self.worker.log()))
-    }
-
-    /// A namespace with its `default` ServiceAccount (pods are refused before it).
-    async fn namespace(&self, prefix: &str) -> String {
-        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
-        self.kubectl(&["create", "namespace", &name]).await;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.cluster.client.clone(), &name);
-        self.wait("the default ServiceAccount", || {
-            let accounts = accounts.clone();
-            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
-        })
-        .await;
-        name
+        Stack(WorkerStack::start(&["--controllers", "daemonset,serviceaccount"]).await)
     }
 
     /// The first `count` nodes by name (every node of a kube-sim test cluster).
@@ -170,10 +123,8 @@ impl Stack {
                 }
             }
         });
-        self.cluster
-            .kubectl_stdin(&["apply", "-f", "-"], &daemon_set.to_string())
-            .await
-            .unwrap();
+        self.kubectl_stdin(&["apply", "-f", "-"], &daemon_set.to_string())
+            .await;
     }
 
     async fn rollout_status(&self, ns: &str, name: &str) {

@@ -16,70 +16,25 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
-use kube_sim::nodesim::NodeSim;
-use rkcm_conformance::{wait_for, TestCluster};
 use tokio::sync::oneshot;
 
-const WAIT: Duration = Duration::from_secs(90);
 const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
 const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 const REVISION_LABEL: &str = "controller-revision-hash";
 
-/// The cluster, its simulated nodes (kube-sim only), the informer-server and a worker
-/// running only the statefulset controller.
-struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    _nodes: Option<NodeSim>,
-    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+/// The worker stack with only the statefulset controller.
+struct Stack(WorkerStack);
+
+impl std::ops::Deref for Stack {
+    type Target = WorkerStack;
+    fn deref(&self) -> &WorkerStack {
+        &self.0
+    }
 }
 
 impl Stack {
     async fn start() -> Stack {
-        let cluster = TestCluster::start().await.unwrap();
-        let serial = serial_on_real_cluster(&cluster).await;
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let worker = Worker::start(&cluster, &informer, &["--controllers", "statefulset"])
-            .await
-            .unwrap();
-        let nodes = simulated_nodes(&cluster, 3).await;
-        Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            _nodes: nodes,
-            _serial: serial,
-        }
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
-        match self.cluster.kubectl_stdin(args, stdin).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, WAIT, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
+        Stack(WorkerStack::start(&["--controllers", "statefulset"]).await)
     }
 
     fn sets(&self, ns: &str) -> Api<StatefulSet> {

@@ -13,21 +13,27 @@ use common::*;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams};
-use kube_sim::nodesim::NodeSim;
-use rkcm_conformance::{wait_for, TestCluster};
+use rkcm_conformance::wait_for;
 
 const WAIT: Duration = Duration::from_secs(90);
 const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
 const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 
-/// The cluster, its simulated nodes (kube-sim only), the informer-server and a worker
-/// running deployment, replicaset and serviceaccount.
-struct Stack {
-    cluster: TestCluster,
-    informer: InformerServer,
-    worker: Worker,
-    _nodes: Option<NodeSim>,
-    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+/// The worker stack, by default with deployment, replicaset, replicationcontroller,
+/// serviceaccount and disruption.
+struct Stack(WorkerStack);
+
+impl std::ops::Deref for Stack {
+    type Target = WorkerStack;
+    fn deref(&self) -> &WorkerStack {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Stack {
+    fn deref_mut(&mut self) -> &mut WorkerStack {
+        &mut self.0
+    }
 }
 
 impl Stack {
@@ -40,46 +46,7 @@ impl Stack {
     }
 
     async fn start_with(worker_args: &[&str]) -> Stack {
-        let cluster = TestCluster::start().await.unwrap();
-        let serial = serial_on_real_cluster(&cluster).await;
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let worker = Worker::start(&cluster, &informer, worker_args)
-            .await
-            .unwrap();
-        let nodes = simulated_nodes(&cluster, 3).await;
-        Stack {
-            cluster,
-            informer,
-            worker,
-            _nodes: nodes,
-            _serial: serial,
-        }
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => panic!("{error:#}\nworker log:\n{}", self.worker.log()),
-        }
-    }
-
-    /// A namespace made with kubectl, ready once the serviceaccount controller has made
-    /// its `default` ServiceAccount (pods are refused before that).
-    async fn namespace(&self, prefix: &str) -> String {
-        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
-        self.kubectl(&["create", "namespace", &name]).await;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.cluster.client.clone(), &name);
-        wait_for(
-            "the default ServiceAccount of a new namespace",
-            WAIT,
-            || {
-                let accounts = accounts.clone();
-                async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", self.worker.log()));
-        name
+        Stack(WorkerStack::start(worker_args).await)
     }
 
     /// `kubectl create deployment NAME --image IMAGE_1 --replicas N`.

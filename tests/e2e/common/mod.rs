@@ -476,3 +476,84 @@ pub async fn simulated_nodes(
         },
     ))
 }
+
+/// How long the controller tests wait for a condition.
+pub const STACK_WAIT: Duration = Duration::from_secs(90);
+
+/// What the controller tests stand on: the test cluster, its simulated nodes (kube-sim
+/// only; a real cluster's own nodes run the pods), the informer-server and one worker
+/// started with the test's arguments. On a real cluster the tests run one at a time.
+pub struct WorkerStack {
+    pub cluster: TestCluster,
+    pub informer: InformerServer,
+    pub worker: Worker,
+    pub nodes: Option<kube_sim::nodesim::NodeSim>,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl WorkerStack {
+    pub async fn start(worker_args: &[&str]) -> WorkerStack {
+        let cluster = TestCluster::start().await.unwrap();
+        let serial = serial_on_real_cluster(&cluster).await;
+        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
+        let worker = Worker::start(&cluster, &informer, worker_args)
+            .await
+            .unwrap();
+        let nodes = simulated_nodes(&cluster, 3).await;
+        WorkerStack {
+            cluster,
+            informer,
+            worker,
+            nodes,
+            _serial: serial,
+        }
+    }
+
+    /// Fails the test with the worker's log.
+    pub fn fail(&self, what: impl std::fmt::Display) -> ! {
+        panic!("{what}\nworker log:\n{}", self.worker.log())
+    }
+
+    pub async fn kubectl(&self, args: &[&str]) -> String {
+        match self.cluster.kubectl_ok(args).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    pub async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
+        match self.cluster.kubectl_stdin(args, stdin).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
+    pub async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+    {
+        match wait_for(what, STACK_WAIT, check).await {
+            Ok(value) => value,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
+    /// (pods are refused before that; the worker needs the serviceaccount controller on
+    /// kube-sim).
+    pub async fn namespace(&self, prefix: &str) -> String {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
+        self.kubectl(&["create", "namespace", &name]).await;
+        let accounts: kube::Api<ServiceAccount> =
+            kube::Api::namespaced(self.cluster.client.clone(), &name);
+        self.wait("the default ServiceAccount of a new namespace", || {
+            let accounts = accounts.clone();
+            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
+        })
+        .await;
+        name
+    }
+}

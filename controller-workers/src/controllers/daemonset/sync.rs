@@ -25,7 +25,7 @@ use crate::pod_control::{
 };
 use crate::pods::{is_pod_available, is_pod_ready, phase};
 use crate::recorder::{NORMAL, WARNING};
-use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+use crate::store::{key_of, split_key};
 
 /// Daemon pods by the node they are for.
 pub(super) type NodePods = BTreeMap<String, Vec<Arc<Pod>>>;
@@ -120,13 +120,7 @@ impl Controller {
         let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
         let selector = selector_of(ds).ok_or_else(|| anyhow!("invalid selector"))?;
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
-        candidates.extend(
-            self.pods
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace)),
-        );
+        let candidates = self.pods.claim_candidates(namespace, &uid);
         let manager = RefManager::new(
             ds,
             controller_ref(ds),

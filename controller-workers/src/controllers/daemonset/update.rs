@@ -23,7 +23,6 @@ use crate::controller_ref::RefManager;
 use crate::history::{compute_hash, delete_revision, go_json, template_patch, POD_REVISION_LABEL};
 use crate::pod_control::controller_ref;
 use crate::pods::is_pod_available;
-use crate::store::{CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
 
 /// A node's pod of the current revision and its pod of an older one, each if any.
 type NewAndOld = (Option<Arc<Pod>>, Option<Arc<Pod>>);
@@ -229,13 +228,7 @@ impl Controller {
         let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
         let selector = selector_of(ds).ok_or_else(|| anyhow!("invalid selector"))?;
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let mut candidates = self.revisions.by_index(CONTROLLER_UID_INDEX, &uid);
-        candidates.extend(
-            self.revisions
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|r| r.metadata.namespace.as_deref() == Some(namespace)),
-        );
+        let candidates = self.revisions.claim_candidates(namespace, &uid);
         let manager = RefManager::new(
             ds,
             controller_ref(ds),

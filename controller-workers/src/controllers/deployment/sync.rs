@@ -20,7 +20,7 @@ use crate::controller_ref::RefManager;
 use crate::pod_control::{api_error_text, controller_ref, is_namespace_terminating, is_not_found};
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
-use crate::store::{split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+use crate::store::{split_key, CONTROLLER_UID_INDEX};
 
 pub(super) type PodMap = HashMap<String, Vec<Arc<Pod>>>;
 
@@ -136,13 +136,7 @@ impl Controller {
     ) -> anyhow::Result<Vec<ReplicaSet>> {
         let namespace = d.metadata.namespace.clone().unwrap_or_default();
         let uid = d.metadata.uid.clone().unwrap_or_default();
-        let mut candidates = self.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
-        candidates.extend(
-            self.replica_sets
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|rs| rs.metadata.namespace.as_deref() == Some(namespace.as_str())),
-        );
+        let candidates = self.replica_sets.claim_candidates(&namespace, &uid);
         let manager = RefManager::new(
             d,
             controller_ref(d),

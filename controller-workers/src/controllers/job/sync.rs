@@ -25,7 +25,7 @@ use crate::pod_control::{
 use crate::pods::{compare_for_deletion, is_pod_active, is_pod_ready, phase};
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
-use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+use crate::store::{controller_of, key_of, split_key};
 
 /// The environment variable an Indexed Job's containers read their index from.
 const COMPLETION_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
@@ -218,15 +218,9 @@ impl Controller {
             Err(_) => return Ok(()),
         };
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
-        candidates.extend(
-            self.pods
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|pod| {
-                    pod.metadata.namespace.as_deref() == Some(namespace) && is_pod_active(pod)
-                }),
-        );
+        let mut candidates = self.pods.claim_candidates(namespace, &uid);
+        // Orphans are adopted only while active.
+        candidates.retain(|pod| controller_of(&pod.metadata).is_some() || is_pod_active(pod));
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let manager = RefManager::new(
             &job,

@@ -18,7 +18,7 @@ use crate::pod_control::{
     controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
 };
 use crate::pods::{compare_for_deletion, is_pod_active};
-use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
+use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX};
 
 /// Why manageReplicas failed, kept for the ReplicaFailure condition.
 pub(super) struct ManageError {
@@ -46,13 +46,7 @@ impl<K: Replicated> Controller<K> {
         let uid = rs.meta().uid.clone().unwrap_or_default();
         // Candidates: pods this ReplicaSet controls, and orphans of its namespace (pods
         // another controller owns are never claimed, so they need not be looked at).
-        let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, &uid);
-        candidates.extend(
-            self.pods
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace)),
-        );
+        let mut candidates = self.pods.claim_candidates(namespace, &uid);
         candidates.retain(|pod| is_pod_active(pod));
         let manager = RefManager::new(
             rs.as_ref(),

@@ -40,9 +40,7 @@ use crate::pod_control::controller_ref;
 use crate::pods::is_pod_ready;
 use crate::queue::WorkQueue;
 use crate::selector::Selector;
-use crate::store::{
-    controller_of, key_of, split_key, Store, CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY,
-};
+use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "statefulset-controller";
 /// The queue's name (the `name` label of the workqueue metrics), as upstream.
@@ -286,9 +284,7 @@ impl Controller {
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         // Pods another controller owns are never claimed, so the candidates are the
         // set's own pods and the namespace's orphans.
-        let mut candidates = self.pods.by_index(CONTROLLER_UID_INDEX, uid);
-        candidates.extend(self.pods.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY));
-        candidates.retain(|pod| pod.metadata.namespace.as_deref() == Some(namespace));
+        let candidates = self.pods.claim_candidates(namespace, uid);
         let member = |meta: &ObjectMeta| is_member_of(set, meta);
         let manager = RefManager::new(
             set,
