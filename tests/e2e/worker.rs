@@ -74,24 +74,27 @@ impl Stack {
 
     /// Each of `expected` ("REASON SOURCE") is among the namespace's events.
     async fn expect_events(&self, ns: &str, expected: &[&str]) {
-        let events = self
-            .kubectl(&[
-                "get",
-                "events",
-                "-n",
-                ns,
-                "-o",
-                "custom-columns=REASON:.reason,SOURCE:.source.component",
-            ])
-            .await;
-        for expected in expected {
-            assert!(
+        let what = format!("events {expected:?}");
+        self.wait(&what, || async {
+            let events = self
+                .cluster
+                .kubectl_ok(&[
+                    "get",
+                    "events",
+                    "-n",
+                    ns,
+                    "-o",
+                    "custom-columns=REASON:.reason,SOURCE:.source.component",
+                ])
+                .await?;
+            let seen = |expected: &&str| {
                 events
                     .lines()
-                    .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == *expected),
-                "no {expected:?} event in:\n{events}"
-            );
-        }
+                    .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == **expected)
+            };
+            Ok(expected.iter().all(|e| seen(e)).then_some(()))
+        })
+        .await;
     }
 
     async fn rollout_status(&self, ns: &str, deployment: &str) {
@@ -1105,6 +1108,26 @@ async fn a_cronjob_starts_its_job_at_the_next_minute() {
         .await
         .unwrap();
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    // A Job made by hand from the CronJob runs (its owner is the CronJob) and is
+    // reported, not taken into the active list.
+    s.kubectl(&["create", "job", "manual", "--from=cronjob/tick", "-n", &ns])
+        .await;
+    s.kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/manual",
+        "-n",
+        &ns,
+        "--timeout=60s",
+    ])
+    .await;
+    let manual = jobs.get("manual").await.unwrap();
+    assert_eq!(
+        manual.metadata.annotations.as_ref().unwrap()["cronjob.kubernetes.io/instantiate"],
+        "manual"
+    );
+    s.expect_events(&ns, &["UnexpectedJob cronjob-controller"])
+        .await;
     // The first run is at the next whole minute: up to 60 s away.
     let job = wait_for(
         "the CronJob's first Job",
@@ -1115,7 +1138,7 @@ async fn a_cronjob_starts_its_job_at_the_next_minute() {
                 .await?
                 .items
                 .into_iter()
-                .next())
+                .find(|j| j.metadata.name.as_deref() != Some("manual")))
         },
     )
     .await

@@ -180,6 +180,7 @@ impl Controller {
 
         // Reconcile the active list with the Jobs.
         let mut active = status.active.clone().unwrap_or_default();
+        let mut live_cronjob: Option<CronJob> = None;
         for job in &owned {
             let listed = active.iter().any(|r| r.uid == job.metadata.uid);
             match finished(job) {
@@ -190,7 +191,7 @@ impl Controller {
                         NORMAL,
                         "SawCompletedJob",
                         format!(
-                            "Saw completed job: {}, condition: {kind}",
+                            "Saw completed job: {}, status: {kind}",
                             job.metadata.name.as_deref().unwrap_or_default()
                         ),
                     );
@@ -203,7 +204,48 @@ impl Controller {
                         }
                     }
                 }
-                None if !listed => active.push(reference(job)),
+                None if !listed => {
+                    // Our cache may be behind: is it in the live CronJob's list?
+                    if live_cronjob.is_none() {
+                        live_cronjob = Some(
+                            Api::<CronJob>::namespaced(self.client.clone(), namespace)
+                                .get(name)
+                                .await?,
+                        );
+                    }
+                    let live_active = live_cronjob
+                        .as_ref()
+                        .and_then(|c| c.status.as_ref())
+                        .and_then(|s| s.active.as_ref());
+                    if let Some(reference) = live_active
+                        .into_iter()
+                        .flatten()
+                        .find(|r| r.uid == job.metadata.uid)
+                    {
+                        active.push(reference.clone());
+                    } else {
+                        // Made by someone else (`kubectl create job --from=cronjob/...`)
+                        // or forgotten: reported, not adopted into the active list.
+                        self.recorder.event(
+                            &cronjob,
+                            WARNING,
+                            "UnexpectedJob",
+                            format!(
+                                "Saw a job that the controller did not create or forgot: {}",
+                                job.metadata.name.as_deref().unwrap_or_default()
+                            ),
+                        );
+                    }
+                }
+                Some("Complete") => {
+                    // A finished Job counts for lastSuccessfulTime, listed or not.
+                    let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
+                    if done.as_ref().map(|t| t.0)
+                        > status.last_successful_time.as_ref().map(|t| t.0)
+                    {
+                        status.last_successful_time = done;
+                    }
+                }
                 _ => {}
             }
         }
