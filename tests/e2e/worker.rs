@@ -92,7 +92,7 @@ impl Stack {
                     .lines()
                     .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == **expected)
             };
-            Ok(expected.iter().all(|e| seen(e)).then_some(()))
+            Ok(expected.iter().all(seen).then_some(()))
         })
         .await;
     }
