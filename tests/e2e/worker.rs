@@ -637,6 +637,90 @@ async fn a_replication_controller_keeps_its_pods_as_a_replica_set_does() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_follows_pods_becoming_ready_and_blocks_an_eviction_with_429() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let s = Stack::start().await;
+    let ns = s.namespace("evict").await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "guard"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "slow"}}}
+    }))
+    .unwrap();
+    budgets.create(&Default::default(), &pdb).await.unwrap();
+    // Pods that turn Ready only 3 s after they start.
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "slow", "namespace": ns},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "slow"}},
+            "template": {"metadata": {"labels": {"app": "slow"}},
+                "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "pause", "image": IMAGE_1,
+                    "readinessProbe": {"initialDelaySeconds": 3,
+                        "exec": {"command": ["true"]}}}]}}}
+    });
+    s.kubectl_stdin(&["apply", "-f", "-"], &deployment.to_string())
+        .await;
+    // Before the pods are ready: 3 expected, fewer than 2 healthy, nothing allowed.
+    let early = s
+        .wait("the budget to count 3 pods not yet healthy", || async {
+            let status = budgets.get("guard").await?.status.unwrap_or_default();
+            Ok((status.expected_pods == 3 && status.current_healthy < 2).then_some(status))
+        })
+        .await;
+    assert_eq!(early.disruptions_allowed, 0, "{early:?}");
+    let condition = &early.conditions.unwrap_or_default()[0];
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "InsufficientPods")
+    );
+    // Once they are ready: one disruption allowed.
+    s.wait("the budget to allow one disruption", || async {
+        let status = budgets.get("guard").await?.status.unwrap_or_default();
+        Ok((status.current_healthy == 3 && status.disruptions_allowed == 1).then_some(()))
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let names: Vec<String> = pods
+        .list(&ListParams::default().labels("app=slow"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let evict = kube::api::EvictParams::default();
+    pods.evict(&names[0], &evict).await.unwrap();
+    // The budget is spent: the next eviction is refused with 429 until the controller
+    // sees the replacement ready again.
+    // (A client without the test client's retries: it would retry the 429.)
+    let once: Api<Pod> = Api::namespaced(s.cluster.client_without_retries().await.unwrap(), &ns);
+    match once.evict(&names[1], &evict).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 429, "{status:?}");
+            assert_eq!(
+                status.message,
+                "Cannot evict pod as it would violate the pod's disruption budget."
+            );
+        }
+        other => panic!("a second eviction went through: {other:?}"),
+    }
+    let status = budgets
+        .get("guard")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    assert!(
+        status
+            .disrupted_pods
+            .unwrap_or_default()
+            .contains_key(&names[0]),
+        "the evicted pod is listed in disruptedPods"
+    );
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_disruption_budgets_get_their_status() {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     let s = Stack::start().await;
