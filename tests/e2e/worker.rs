@@ -1175,6 +1175,61 @@ async fn an_indexed_job_retries_a_failing_index_within_its_per_index_backoff_lim
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_pods_are_refused_reports_it_and_runs_once_they_are_accepted() {
+    use k8s_openapi::api::batch::v1::Job;
+    let s = Stack::start_with(&["--controllers", "job,serviceaccount"]).await;
+    let ns = s.namespace("refused").await;
+    let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
+    // The pods name a ServiceAccount that does not exist yet: the API server refuses
+    // them.
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "needs-sa"},
+        "spec": {"template": {
+            "metadata": {"annotations": {"sim.rkcm.io/exit-after": "200ms"}},
+            "spec": {"restartPolicy": "Never", "serviceAccountName": "late",
+                "containers": [{"name": "c", "image": IMAGE_1}]}}}
+    }))
+    .unwrap();
+    jobs.create(&Default::default(), &job).await.unwrap();
+    s.expect_events(&ns, &["FailedCreate job-controller"]).await;
+    let status = jobs
+        .get("needs-sa")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    assert!(
+        !status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True"),
+        "a refused pod does not fail the Job"
+    );
+    s.kubectl(&["create", "serviceaccount", "late", "-n", &ns])
+        .await;
+    s.kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/needs-sa",
+        "-n",
+        &ns,
+        "--timeout=90s",
+    ])
+    .await;
+    let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
+    let made = pods
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=needs-sa"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(made.len(), 1, "exactly one pod once accepted: {made:?}");
+    let status = jobs.get("needs-sa").await.unwrap().status.unwrap();
+    assert_eq!((status.succeeded, status.failed.unwrap_or(0)), (Some(1), 0));
+    s.cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cronjob_starts_its_job_at_the_next_minute() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
     let s = Stack::start_with(&["--controllers", "job,cronjob,serviceaccount"]).await;
