@@ -185,6 +185,8 @@ async fn run() -> anyhow::Result<()> {
         NodeSimConfig {
             nodes: 32,
             start_delay: Duration::from_millis(100),
+            // The controllers' cost alone: no kubelet or scheduler events.
+            events: false,
             ..Default::default()
         },
     );

@@ -102,6 +102,8 @@ async fn run() -> anyhow::Result<()> {
                 client,
                 NodeSimConfig {
                     nodes: nodes_n,
+                    // Measured without pod events, as the figures in the README were.
+                    events: false,
                     ..Default::default()
                 },
             ))

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
-use kube_sim::nodesim::{self, kubelet, nodes, NodeSim, NodeSimConfig};
+use kube_sim::nodesim::{self, kubelet, nodes, ConditionType, NodeSim, NodeSimConfig};
 use rkcm_conformance::{api_code, wait_for, TestCluster};
 use serde_json::json;
 
@@ -60,6 +60,40 @@ impl Sim {
 
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.c.client.clone(), &self.ns)
+    }
+
+    /// Waits for events (reason, source component, message) about pod `name`.
+    async fn wait_events(&self, name: &str, wanted: &[(&str, &str, String)]) {
+        let events: Api<Event> = Api::namespaced(self.c.client.clone(), &self.ns);
+        wait_for(
+            &format!("events {wanted:?} of pod {name}"),
+            WAIT,
+            || async {
+                let seen: Vec<(String, String, String)> = events
+                    .list(&Default::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|e| e.involved_object.name.as_deref() == Some(name))
+                    .map(|e| {
+                        (
+                            e.reason.unwrap_or_default(),
+                            e.source.and_then(|s| s.component).unwrap_or_default(),
+                            e.message.unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                Ok(wanted
+                    .iter()
+                    .all(|(r, c, m)| {
+                        seen.iter()
+                            .any(|(sr, sc, sm)| sr == r && sc == c && sm == m)
+                    })
+                    .then_some(()))
+            },
+        )
+        .await
+        .unwrap();
     }
 
     async fn wait_pod(&self, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
@@ -197,6 +231,22 @@ async fn a_bare_pod_becomes_running_and_ready_on_a_node() {
         ("app", true, Some(true))
     );
     assert!(cs.state.as_ref().unwrap().running.is_some());
+    // The events a scheduler and a kubelet post, as kubectl describe shows them.
+    let wanted = [
+        (
+            "Scheduled",
+            "default-scheduler",
+            format!("Successfully assigned {}/web to {node}", s.ns),
+        ),
+        (
+            "Pulled",
+            "kubelet",
+            "Container image \"nginx:1\" already present on machine".into(),
+        ),
+        ("Created", "kubelet", "Created container app".into()),
+        ("Started", "kubelet", "Started container app".into()),
+    ];
+    s.wait_events("web", &wanted).await;
     s.c.cleanup().await;
 }
 
@@ -288,6 +338,118 @@ async fn a_stopped_heartbeat_leaves_the_lease_stale_until_resumed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_are_set_by_annotating_the_node_with_kubectl() {
+    let s = start(2, |cfg| {
+        cfg.lease_renew_interval = Duration::from_millis(300);
+        cfg.node_status_update_frequency = Duration::from_millis(300);
+    })
+    .await;
+    let names = s.node_sim.node_names();
+    let (pressed, silent) = (names[0].clone(), names[1].clone());
+    let annotate = |node: String, annotation: String| {
+        let c = &s.c;
+        async move {
+            c.kubectl_ok(&["annotate", "node", &node, &annotation, "--overwrite"])
+                .await
+                .unwrap();
+        }
+    };
+    // A pressure condition, reported at the next status update.
+    annotate(
+        pressed.clone(),
+        format!("{}MemoryPressure=True", nodesim::FAULT_CONDITION_PREFIX),
+    )
+    .await;
+    let nodes_api: Api<Node> = Api::all(s.c.client.clone());
+    wait_for("MemoryPressure=True on the node", WAIT, || async {
+        let node = nodes_api.get(&pressed).await?;
+        Ok(node
+            .status
+            .and_then(|st| st.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "MemoryPressure" && c.status == "True")
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(s
+        .node_sim
+        .faults(&pressed)
+        .conditions
+        .contains_key(&ConditionType::MemoryPressure));
+    // A stopped heartbeat, then a resumed one.
+    annotate(
+        silent.clone(),
+        format!("{}=stopped", nodesim::FAULT_HEARTBEAT),
+    )
+    .await;
+    wait_for("the annotation to stop the heartbeat", WAIT, || async {
+        Ok(s.node_sim.faults(&silent).heartbeat_stopped.then_some(()))
+    })
+    .await
+    .unwrap();
+    annotate(
+        silent.clone(),
+        format!("{}=running", nodesim::FAULT_HEARTBEAT),
+    )
+    .await;
+    wait_for("the annotation to resume the heartbeat", WAIT, || async {
+        Ok((!s.node_sim.faults(&silent).heartbeat_stopped).then_some(()))
+    })
+    .await
+    .unwrap();
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_dropped_watches_and_an_outage_are_ridden_out() {
+    let s = start(2, |_| {}).await;
+    let Some(sim) = s.c.sim_only("injecting API server faults") else {
+        return;
+    };
+    s.pods()
+        .create(&PostParams::default(), &s.pod("before", json!({})))
+        .await
+        .unwrap();
+    s.wait_pod("before", "Running and Ready", is_ready).await;
+
+    // Every watch drops; node-sim's next requests (binding, status, leases) fail with
+    // 429, then with 500. (The pods are created first: the test's own client would get
+    // the errors too.)
+    sim.faults().drop_watches();
+    s.pods()
+        .create(&PostParams::default(), &s.pod("during-429", json!({})))
+        .await
+        .unwrap();
+    sim.faults()
+        .fail_next(6, kube_sim::faults::Failure::TooManyRequests);
+    s.wait_pod("during-429", "Running and Ready", is_ready)
+        .await;
+    s.pods()
+        .create(&PostParams::default(), &s.pod("during-500", json!({})))
+        .await
+        .unwrap();
+    sim.faults()
+        .fail_next(6, kube_sim::faults::Failure::Internal);
+    s.wait_pod("during-500", "Running and Ready", is_ready)
+        .await;
+
+    // The API server stops answering for a while, then comes back.
+    sim.faults().pause();
+    // The outage's length (an input of the test, not a wait for a condition).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sim.faults().resume();
+    s.pods()
+        .create(&PostParams::default(), &s.pod("after-outage", json!({})))
+        .await
+        .unwrap();
+    s.wait_pod("after-outage", "Running and Ready", is_ready)
+        .await;
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_annotations_end_pods_failed_or_succeeded_with_restart_policy_never() {
     let s = start(2, |_| {}).await;
     for (name, code) in [("fails", "1"), ("succeeds", "0")] {
@@ -347,6 +509,11 @@ async fn deleting_a_running_pod_removes_it_after_its_grace_period() {
         still.metadata.deletion_timestamp.is_some(),
         "kept during its grace period"
     );
+    s.wait_events(
+        "doomed",
+        &[("Killing", "kubelet", "Stopping container app".into())],
+    )
+    .await;
     let pods = s.pods();
     wait_for("pod doomed removed", WAIT, || async {
         Ok((api_code(&pods.get("doomed").await) == Some(404)).then_some(()))

@@ -37,6 +37,9 @@ struct Args {
     /// Lease renewal interval (kubelet: 10s).
     #[arg(long = "lease-renew-interval", default_value = "10s", value_parser = parse_duration)]
     lease_renew_interval: Duration,
+    /// Post no pod events (Scheduled, Pulled, Created, Started, Killing).
+    #[arg(long = "no-events")]
+    no_events: bool,
     /// How often node status is computed (kubelet's --node-status-update-frequency).
     #[arg(long = "node-status-update-frequency", default_value = "10s", value_parser = parse_duration)]
     node_status_update_frequency: Duration,
@@ -93,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
             start_delay: args.start_delay,
             lease_renew_interval: args.lease_renew_interval,
             node_status_update_frequency: args.node_status_update_frequency,
+            events: !args.no_events,
             ..Default::default()
         },
     );

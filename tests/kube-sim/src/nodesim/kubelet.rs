@@ -67,6 +67,10 @@ pub struct PodRuntime {
     pub terminal: Option<Exit>,
     /// API failures in a row (for the retry backoff).
     pub failures: u32,
+    /// The Pulled/Created/Started events have been posted.
+    pub started_reported: bool,
+    /// The Killing events have been posted.
+    pub killing_reported: bool,
 }
 
 /// The pod's timings, from its annotations (an unreadable annotation is ignored).
@@ -550,6 +554,8 @@ pub fn adopt(pod: &Pod, now: Millis) -> PodRuntime {
         admitted: now,
         ..Default::default()
     };
+    // A pod found running or deleting was reported by whoever ran it before.
+    rt.killing_reported = pod.metadata.deletion_timestamp.is_some();
     let Some(st) = &pod.status else { return rt };
     if let Some(t) = &st.start_time {
         rt.admitted = t.0.as_millisecond();
@@ -582,6 +588,7 @@ pub fn adopt(pod: &Pod, now: Millis) -> PodRuntime {
             }
         }
     }
+    rt.started_reported = rt.first_started.is_some();
     rt
 }
 
@@ -719,7 +726,7 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let timing = Timing::of(&pod, cfg.start_delay, cfg.restart_backoff);
     let now = now_millis();
     let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
-    let (status, wake, delete) = {
+    let (status, wake, delete, report) = {
         let mut st = kubelet.state();
         let mut rt = match st.pods.get(&uid) {
             Some(rt) => rt.clone(),
@@ -744,8 +751,23 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
         }
         let status = build_status(&pod, &rt, &host_ip, now, &timing);
         let delete = pod.metadata.deletion_timestamp.is_some() && rt.terminal.is_some();
+        let mut report = Vec::new();
+        if cfg.events && rt.first_started.is_some() && !rt.started_reported {
+            rt.started_reported = true;
+            report.extend(started_events(&pod));
+        }
+        if cfg.events
+            && pod.metadata.deletion_timestamp.is_some()
+            && !rt.killing_reported
+            && rt.terminal.is_none()
+        {
+            rt.killing_reported = true;
+            report.extend(
+                containers(&pod).map(|c| ("Killing", format!("Stopping container {}", c.name))),
+            );
+        }
         st.pods.insert(uid.clone(), rt);
-        (status, wake, delete)
+        (status, wake, delete, report)
     };
     let ns = pod.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(kubelet.shared.client.clone(), &ns);
@@ -764,6 +786,21 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
                     source,
                 })
             }
+        }
+    }
+    for (reason, message) in report {
+        if let Err(e) = super::pod_event(
+            &kubelet.shared.client,
+            &pod,
+            "Normal",
+            reason,
+            &message,
+            "kubelet",
+            Some(&node),
+        )
+        .await
+        {
+            tracing::debug!(pod = %name, reason, error = %e, "cannot post a kubelet event");
         }
     }
     if delete {
@@ -794,6 +831,32 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
         Some(at) => Action::requeue(Duration::from_millis((at - now).max(0) as u64 + 5)),
         None => Action::await_change(),
     })
+}
+
+/// The pod's init containers and containers.
+fn containers(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::Container> {
+    pod.spec.iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    })
+}
+
+/// What a kubelet reports as it starts a pod's containers (the images are always
+/// present on a simulated node).
+fn started_events(pod: &Pod) -> Vec<(&'static str, String)> {
+    let mut events = Vec::new();
+    for c in containers(pod) {
+        let image = c.image.as_deref().unwrap_or_default();
+        events.push((
+            "Pulled",
+            format!("Container image \"{image}\" already present on machine"),
+        ));
+        events.push(("Created", format!("Created container {}", c.name)));
+        events.push(("Started", format!("Started container {}", c.name)));
+    }
+    events
 }
 
 fn error_policy(pod: Arc<Pod>, error: &KubeletError, kubelet: Arc<Kubelet>) -> Action {

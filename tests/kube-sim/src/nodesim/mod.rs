@@ -6,7 +6,9 @@
 //! watcher feeds a reflector store that both the [`scheduler`] (binds pending pods to a node
 //! that fits) and the [`kubelet`] (drives bound pods through their lifecycle) read; one node
 //! watcher feeds the scheduler's view of the nodes. Faults are set through [`NodeSim`]'s
-//! methods and read by the node loops and the kubelet.
+//! methods, or with annotations on the Node (`kubectl annotate node sim-node-1
+//! sim.rkcm.io/heartbeat=stopped`, see [`FAULT_HEARTBEAT`]), and read by the node loops
+//! and the kubelet.
 //!
 //! ```no_run
 //! # async fn f(client: kube::Client) -> Result<(), kube_sim::nodesim::NodeSimError> {
@@ -36,6 +38,16 @@ use tokio::task::JoinHandle;
 
 /// The user agent node-sim's requests carry (`node-sim/<version>`).
 pub const USER_AGENT: &str = concat!("node-sim/", env!("CARGO_PKG_VERSION"));
+
+/// Node annotation: `stopped` stops the node's heartbeat (Lease and status), `running`
+/// resumes it.
+pub const FAULT_HEARTBEAT: &str = "sim.rkcm.io/heartbeat";
+/// Node annotation prefix: `sim.rkcm.io/condition.MemoryPressure: "True"` reports that
+/// condition at that status ("False" for Ready is NotReady); the healthy status clears it.
+pub const FAULT_CONDITION_PREFIX: &str = "sim.rkcm.io/condition.";
+/// Node annotation: `"true"` kills the node (no heartbeat, no pod status, no pod
+/// deletion, for good).
+pub const FAULT_KILLED: &str = "sim.rkcm.io/killed";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeSimError {
@@ -97,6 +109,9 @@ pub struct NodeSimConfig {
     pub restart_backoff: Duration,
     /// Pods whose status the kubelet writes at the same time.
     pub pod_concurrency: u16,
+    /// Post the events a kubelet and kube-scheduler post (Scheduled; Pulled, Created,
+    /// Started; Killing). Benchmarks turn them off to measure the controllers alone.
+    pub events: bool,
 }
 
 impl Default for NodeSimConfig {
@@ -115,6 +130,7 @@ impl Default for NodeSimConfig {
             remove_startup_taint: true,
             restart_backoff: Duration::from_secs(10),
             pod_concurrency: 16,
+            events: true,
         }
     }
 }
@@ -130,6 +146,14 @@ pub enum ConditionType {
 }
 
 impl ConditionType {
+    pub const ALL: [ConditionType; 5] = [
+        ConditionType::Ready,
+        ConditionType::MemoryPressure,
+        ConditionType::DiskPressure,
+        ConditionType::PIDPressure,
+        ConditionType::NetworkUnavailable,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ConditionType::Ready => "Ready",
@@ -288,6 +312,98 @@ impl Shared {
     }
 }
 
+/// Sets the faults a Node's `sim.rkcm.io/` annotations ask for (the CLI face of the
+/// fault API: `kubectl annotate node ...`). Annotations that are absent change nothing;
+/// an unknown value is logged and ignored.
+fn apply_fault_annotations(shared: &Shared, node: &Node) {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    if !shared.is_ours(name) {
+        return;
+    }
+    let Some(annotations) = node.metadata.annotations.as_ref() else {
+        return;
+    };
+    let before = shared.faults(name);
+    let mut after = before.clone();
+    for (key, value) in annotations {
+        if key == FAULT_HEARTBEAT {
+            match value.as_str() {
+                "stopped" => after.heartbeat_stopped = true,
+                "running" => after.heartbeat_stopped = false,
+                other => tracing::warn!(
+                    node = name,
+                    value = other,
+                    "{FAULT_HEARTBEAT}: expected stopped or running"
+                ),
+            }
+        } else if key == FAULT_KILLED {
+            if value == "true" {
+                after.killed = true;
+            }
+        } else if let Some(kind) = key.strip_prefix(FAULT_CONDITION_PREFIX) {
+            let Some(condition) = ConditionType::ALL.into_iter().find(|c| c.as_str() == kind)
+            else {
+                tracing::warn!(node = name, annotation = %key, "unknown node condition");
+                continue;
+            };
+            match value.as_str() {
+                "True" | "False" => {
+                    let on = value == "True";
+                    if on == condition.healthy() {
+                        after.conditions.remove(&condition);
+                    } else {
+                        after.conditions.insert(condition, on);
+                    }
+                }
+                other => {
+                    tracing::warn!(node = name, annotation = %key, value = other, "expected True or False")
+                }
+            }
+        }
+    }
+    if after != before {
+        tracing::info!(node = name, faults = ?after, "faults set by annotation");
+        let _ = shared.update_faults(name, |f| *f = after);
+    }
+}
+
+/// Posts a core/v1 Event about `pod`, as `component` (on `host`, for the kubelet)
+/// reports it.
+pub(crate) async fn pod_event(
+    client: &kube::Client,
+    pod: &Pod,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+    host: Option<&str>,
+) -> Result<(), kube::Error> {
+    use kube::ResourceExt;
+    let ns = pod.namespace().unwrap_or_default();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now_seconds());
+    let mut source = serde_json::json!({"component": component});
+    if let Some(host) = host {
+        source["host"] = serde_json::json!(host);
+    }
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{}.{:x}", pod.name_any(), rand::random::<u64>()), "namespace": ns},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name_any(),
+                           "uid": pod.uid(), "resourceVersion": pod.resource_version()},
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": source,
+        "reportingComponent": component,
+        "reportingInstance": host.unwrap_or(component),
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+        .create(&kube::api::PostParams::default(), &event)
+        .await?;
+    Ok(())
+}
+
 /// The current time, whole seconds (what the API's `Time` fields keep).
 pub fn now_seconds() -> Timestamp {
     let now = Timestamp::now();
@@ -341,8 +457,14 @@ impl NodeSim {
                 .for_each(|ev| {
                     match ev {
                         Ok(ev) => {
-                            if matches!(ev, watcher::Event::InitDone) {
-                                wake.nodes_synced.store(true, Ordering::Relaxed);
+                            match &ev {
+                                watcher::Event::InitDone => {
+                                    wake.nodes_synced.store(true, Ordering::Relaxed)
+                                }
+                                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                                    apply_fault_annotations(&wake, node)
+                                }
+                                _ => {}
                             }
                             wake.scheduler_wake.notify_one()
                         }

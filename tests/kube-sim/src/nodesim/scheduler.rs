@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    Event, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodCondition, Taint, Toleration,
+    Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodCondition, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -495,13 +495,26 @@ async fn cycle(
         }
     }
     let client = shared.client.clone();
+    let events = shared.config.events;
     let results: Vec<(String, Option<String>)> = futures::stream::iter(bindings)
         .map(|(pod, node)| {
             let client = client.clone();
             async move {
                 let uid = pod.uid().unwrap_or_default();
                 match bind(&client, &pod, &node).await {
-                    Ok(()) => (uid, None),
+                    Ok(()) => {
+                        if events {
+                            let message = format!(
+                                "Successfully assigned {}/{} to {node}",
+                                pod.namespace().unwrap_or_default(),
+                                pod.name_any()
+                            );
+                            if let Err(e) = super::pod_event(&client, &pod, "Normal", "Scheduled", &message, SCHEDULER_NAME, None).await {
+                                tracing::debug!(pod = %pod.name_any(), error = %e, "cannot post the Scheduled event");
+                            }
+                        }
+                        (uid, None)
+                    }
                     Err(e) => {
                         tracing::debug!(pod = %pod.name_any(), node, error = %e, "binding failed; will retry");
                         (uid, Some(e.to_string()))
@@ -591,23 +604,16 @@ async fn report_unschedulable(
         &Patch::Merge(&patch),
     )
     .await?;
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let event: Event = serde_json::from_value(json!({
-        "metadata": {"name": format!("{}.{:x}", pod.name_any(), rand::random::<u64>()), "namespace": ns},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name_any(),
-                           "uid": pod.uid(), "resourceVersion": pod.resource_version()},
-        "reason": "FailedScheduling",
-        "message": message,
-        "type": "Warning",
-        "source": {"component": SCHEDULER_NAME},
-        "reportingComponent": SCHEDULER_NAME,
-        "reportingInstance": format!("{SCHEDULER_NAME}-node-sim"),
-        "action": "Scheduling",
-        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    events.create(&PostParams::default(), &event).await?;
-    Ok(())
+    super::pod_event(
+        client,
+        pod,
+        "Warning",
+        "FailedScheduling",
+        message,
+        SCHEDULER_NAME,
+        None,
+    )
+    .await
 }
 
 #[cfg(test)]
