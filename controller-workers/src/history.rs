@@ -426,6 +426,32 @@ mod tests {
     }
 
     #[test]
+    fn an_api_server_defaulted_template_gives_the_bytes_and_name_kcm_would() {
+        // spec.template of a StatefulSet as kube-apiserver v1.29.6 returns it (defaults
+        // filled in), read through k8s-openapi as the worker reads it.
+        let served = json!({"metadata": {"creationTimestamp": null, "labels": {"app": "db"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1", "resources": {},
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
+                "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst", "securityContext": {},
+                "schedulerName": "default-scheduler"}});
+        let template: PodTemplateSpec = serde_json::from_value(served).unwrap();
+        // What Go's json.Marshal writes for the map KCM builds from that object.
+        let kcm = concat!(
+            r#"{"spec":{"template":{"$patch":"replace","metadata":{"creationTimestamp":null,"labels":{"app":"db"}},"#,
+            r#""spec":{"containers":[{"image":"nginx:1","imagePullPolicy":"IfNotPresent","name":"c","resources":{},"#,
+            r#""terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],"dnsPolicy":"ClusterFirst","#,
+            r#""restartPolicy":"Always","schedulerName":"default-scheduler","securityContext":{},"terminationGracePeriodSeconds":30}}}}"#
+        );
+        let bytes = go_json(&template_patch(&template));
+        assert_eq!(String::from_utf8(bytes.clone()).unwrap(), kcm);
+        // FNV-1 of those bytes and the collision count "0", computed independently.
+        assert_eq!(fnv1_32(&[&bytes, b"0"]), 9_747_241);
+        assert_eq!(hash_revision(&bytes, Some(0)), "fc8c685");
+    }
+
+    #[test]
     fn revision_names_keep_the_hash_whole() {
         assert_eq!(revision_name("web", "abc"), "web-abc");
         let long = "x".repeat(300);
