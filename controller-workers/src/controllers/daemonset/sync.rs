@@ -117,22 +117,41 @@ impl Controller {
     /// The pods this DaemonSet controls, after adopting matching orphans and releasing
     /// owned pods that no longer match (`getDaemonPods`).
     pub(super) async fn daemon_pods(&self, ds: &DaemonSet) -> anyhow::Result<Vec<Arc<Pod>>> {
+        self.claim(ds, &self.pods).await
+    }
+
+    /// What `ds` controls of `store`'s objects, claimed as upstream's ControllerRefManager
+    /// claims (pods and ControllerRevisions alike); the first claim error fails it.
+    pub(super) async fn claim<K>(
+        &self,
+        ds: &DaemonSet,
+        store: &crate::store::Store<K>,
+    ) -> anyhow::Result<Vec<Arc<K>>>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
         let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
         let selector = selector_of(ds).ok_or_else(|| anyhow!("invalid selector"))?;
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let candidates = self.pods.claim_candidates(namespace, &uid);
+        let candidates = store.claim_candidates(namespace, &uid);
         let manager = RefManager::new(
             ds,
             controller_ref(ds),
             &selector,
             Api::<DaemonSet>::namespaced(self.client.clone(), namespace),
         );
-        let (pods, errors) = manager
+        let (claimed, errors) = manager
             .claim(candidates, &Api::namespaced(self.client.clone(), namespace))
             .await;
         match errors.into_iter().next() {
             Some(error) => Err(error.into()),
-            None => Ok(pods),
+            None => Ok(claimed),
         }
     }
 

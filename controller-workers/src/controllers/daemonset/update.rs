@@ -18,8 +18,7 @@ use super::placement::{
     is_pod_updated, node_should_run_daemon_pod, surge_count, template_generation, unavailable_count,
 };
 use super::sync::NodePods;
-use super::{min_ready_seconds, selector_of, Controller};
-use crate::controller_ref::RefManager;
+use super::{min_ready_seconds, Controller};
 use crate::history::{compute_hash, delete_revision, go_json, template_patch, POD_REVISION_LABEL};
 use crate::pod_control::controller_ref;
 use crate::pods::is_pod_available;
@@ -225,23 +224,7 @@ impl Controller {
         &self,
         ds: &DaemonSet,
     ) -> anyhow::Result<Vec<Arc<ControllerRevision>>> {
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let selector = selector_of(ds).ok_or_else(|| anyhow!("invalid selector"))?;
-        let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let candidates = self.revisions.claim_candidates(namespace, &uid);
-        let manager = RefManager::new(
-            ds,
-            controller_ref(ds),
-            &selector,
-            Api::<DaemonSet>::namespaced(self.client.clone(), namespace),
-        );
-        let (revisions, errors) = manager
-            .claim(candidates, &Api::namespaced(self.client.clone(), namespace))
-            .await;
-        match errors.into_iter().next() {
-            Some(error) => Err(error.into()),
-            None => Ok(revisions),
-        }
+        self.claim(ds, &self.revisions).await
     }
 
     /// The revision of the current template (created if missing, deduplicated, its
