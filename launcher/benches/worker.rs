@@ -99,42 +99,13 @@ async fn with_rkcm(
     qps: &str,
     burst: &str,
 ) -> anyhow::Result<Run> {
-    let dir = tempfile::tempdir()?;
-    let socket = dir.path().join("informer.sock");
-    let mut informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-        .arg("informer-server")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--listen")
-        .arg(format!("unix://{}", socket.display()))
-        .args([
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-            "--kube-api-qps",
-            "0",
-        ])
-        .env("RKCM_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::UnixStream::connect(&socket).await.is_err() {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the informer-server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-        .arg("worker")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--informer")
-        .arg(format!("unix://{}", socket.display()))
-        .args(["--controllers", "deployment,replicaset,serviceaccount"])
-        .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
-        .env("RKCM_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
+    let rkcm = common::Rkcm::start(
+        kubeconfig,
+        "deployment,replicaset,serviceaccount",
+        qps,
+        burst,
+    )
+    .await?;
     common::namespace(client, ns, false).await?;
     // The serviceaccount controller makes the namespace usable.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
@@ -162,14 +133,12 @@ async fn with_rkcm(
     })
     .await?;
     let elapsed = until_running(client, ns, start).await?;
-    let run = Run {
+    let (informer_rss, worker_rss) = rkcm.peak_rss();
+    Ok(Run {
         elapsed,
-        informer_rss: common::proc_status_bytes(informer.id().unwrap_or(0), "VmHWM:"),
-        worker_rss: common::proc_status_bytes(worker.id().unwrap_or(0), "VmHWM:"),
-    };
-    let _ = worker.kill().await;
-    let _ = informer.kill().await;
-    Ok(run)
+        informer_rss,
+        worker_rss,
+    })
 }
 
 async fn run() -> anyhow::Result<()> {

@@ -45,3 +45,73 @@ pub async fn namespace(
     }
     Ok(())
 }
+
+/// An `rkcm informer-server` and an `rkcm worker` (release binaries, their own
+/// processes) against `kubeconfig`; both are killed when this is dropped.
+pub struct Rkcm {
+    pub informer: tokio::process::Child,
+    pub worker: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Rkcm {
+    /// Starts both and waits for the informer-server's socket; `qps`/`burst` are the
+    /// worker's per-controller client limits.
+    pub async fn start(
+        kubeconfig: &std::path::Path,
+        controllers: &str,
+        qps: &str,
+        burst: &str,
+    ) -> anyhow::Result<Rkcm> {
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir()?;
+        let socket = dir.path().join("informer.sock");
+        let informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
+            .arg("informer-server")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--listen")
+            .arg(format!("unix://{}", socket.display()))
+            .args([
+                "--metrics-bind-address",
+                "127.0.0.1:0",
+                "--kube-api-qps",
+                "0",
+            ])
+            .env("RKCM_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::UnixStream::connect(&socket).await.is_err() {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the informer-server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
+            .arg("worker")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--informer")
+            .arg(format!("unix://{}", socket.display()))
+            .args(["--controllers", controllers])
+            .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
+            .env("RKCM_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok(Rkcm {
+            informer,
+            worker,
+            _dir: dir,
+        })
+    }
+
+    /// Peak RSS (VmHWM) of the informer-server and of the worker, in bytes.
+    pub fn peak_rss(&self) -> (u64, u64) {
+        (
+            proc_status_bytes(self.informer.id().unwrap_or(0), "VmHWM:"),
+            proc_status_bytes(self.worker.id().unwrap_or(0), "VmHWM:"),
+        )
+    }
+}
