@@ -324,6 +324,30 @@ async fn generation_status_and_scale_subresources() {
         (d.metadata.generation, d.spec.unwrap().replicas),
         (Some(2), Some(3))
     );
+    // A Deployment's annotations are copied to its ReplicaSets: changing them bumps
+    // generation (labels do not, above); through /status they do not.
+    let a = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        a.metadata.generation,
+        Some(3),
+        "an annotation change bumps generation"
+    );
+    let st = api
+        .patch_status(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "z"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.metadata.generation, Some(3), "not through /status");
     c.cleanup().await;
 }
 

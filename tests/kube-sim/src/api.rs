@@ -1229,6 +1229,20 @@ impl Sim {
                 };
                 strip(&current) != strip(&next)
             };
+            // A Deployment's annotation change counts too (they are copied to its
+            // ReplicaSets), as kube-apiserver's deployment strategy has it; nil and empty
+            // maps are equal.
+            let annotations = |v: &Value| {
+                v["metadata"]["annotations"]
+                    .as_object()
+                    .filter(|m| !m.is_empty())
+                    .cloned()
+            };
+            let changed = changed
+                || (sub.is_none()
+                    && def.group == "apps"
+                    && def.kind == "Deployment"
+                    && annotations(&current) != annotations(&next));
             if changed {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 meta_mut(&mut next).insert("generation".into(), json!(g));
