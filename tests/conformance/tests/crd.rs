@@ -112,10 +112,14 @@ async fn crd_create_serves_its_resource_for_create_list_watch_status_and_scale()
     );
 
     // kubectl sees it too, by plural and short name.
-    let out = c
-        .kubectl_ok(&["-n", &ns, "get", "wdg", "-o", "name"])
-        .await
-        .unwrap();
+    // (kubectl's discovery may need a moment to see the new resource.)
+    let out = wait_for("kubectl get wdg", Duration::from_secs(20), || async {
+        Ok(c.kubectl_ok(&["-n", &ns, "get", "wdg", "-o", "name"])
+            .await
+            .ok())
+    })
+    .await
+    .unwrap();
     assert!(out.contains("widget"), "{out}");
 
     crds.delete(&name, &Default::default()).await.unwrap();

@@ -400,6 +400,23 @@ impl Sim {
 
     /// Decode a create/update body and check it names this kind and namespace.
     fn decode_body(&self, def: &ResourceDef, req: &ApiRequest) -> ApiResult<Value> {
+        let unrecognized = |error: String| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {error} ({})",
+                def.kind,
+                crate::go_json::summarize(&req.body)
+            ))
+        };
+        let is_json = {
+            let ct = req.content_type.split(';').next().unwrap_or("").trim();
+            !ct.contains("yaml")
+        };
+        if is_json {
+            // Go's words for a malformed document, as kube-apiserver passes them on.
+            if let Some(error) = crate::go_json::syntax_error(&req.body) {
+                return Err(unrecognized(error));
+            }
+        }
         let body = self.decode_json(req).map_err(|e| {
             ApiError::bad_request(format!(
                 "the object provided is unrecognized (must be of type {}): couldn't get version/kind; {}",
@@ -407,9 +424,8 @@ impl Sim {
             ))
         })?;
         if !body.is_object() {
-            return Err(ApiError::bad_request(format!(
-                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: cannot unmarshal {} into Go value of type struct",
-                def.kind,
+            return Err(unrecognized(format!(
+                "json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
                 json_type(&body)
             )));
         }

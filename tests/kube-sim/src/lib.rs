@@ -11,6 +11,7 @@ pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod faults;
+pub mod go_json;
 pub mod metrics;
 pub mod nodesim;
 pub mod request;
