@@ -24,6 +24,40 @@ use tracing::debug;
 use crate::pod_control::is_not_found;
 use crate::selector::Selector;
 
+/// The owners an update of an owned object (a pod, a ReplicaSet, a revision) concerns,
+/// as upstream's update handlers route it.
+pub struct OwnedUpdate<O> {
+    /// The previous controller, when the controllerRef changed.
+    pub previous: Option<Arc<O>>,
+    /// The current controller, if the object has one the cache knows.
+    pub current: Option<Arc<O>>,
+    /// For an orphan whose labels or controllerRef changed: every owner whose selector
+    /// matches it (candidates to adopt it).
+    pub adopters: Vec<Arc<O>>,
+}
+
+/// Routes an update from `old` to `new`: `resolve` finds the owner a controllerRef names
+/// (same kind and UID), `selecting` lists the owners whose selector matches `new`.
+pub fn route_update<O>(
+    old: &ObjectMeta,
+    new: &ObjectMeta,
+    resolve: impl Fn(&OwnerReference) -> Option<Arc<O>>,
+    selecting: impl FnOnce() -> Vec<Arc<O>>,
+) -> OwnedUpdate<O> {
+    let old_ref = crate::store::controller_of(old);
+    let new_ref = crate::store::controller_of(new);
+    let ref_changed = old_ref != new_ref;
+    OwnedUpdate {
+        previous: old_ref.filter(|_| ref_changed).and_then(&resolve),
+        current: new_ref.and_then(&resolve),
+        adopters: if new_ref.is_none() && (ref_changed || old.labels != new.labels) {
+            selecting()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
 /// The strategic merge patch that makes `owner` the controller of the object `uid`.
 pub fn adopt_patch(owner: &OwnerReference, uid: &str) -> serde_json::Value {
     json!({
@@ -245,5 +279,61 @@ mod tests {
             release_patch("rs-uid", "pod-uid").to_string(),
             r#"{"metadata":{"ownerReferences":[{"$patch":"delete","uid":"rs-uid"}],"uid":"pod-uid"}}"#
         );
+    }
+
+    #[test]
+    fn updates_go_to_the_old_and_new_controller_or_to_the_adopters() {
+        let meta = |owner: Option<&str>, label: &str| ObjectMeta {
+            labels: Some([("app".to_string(), label.to_string())].into()),
+            owner_references: owner.map(|uid| {
+                vec![OwnerReference {
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        };
+        let resolve = |r: &OwnerReference| (r.uid != "gone").then(|| Arc::new(r.uid.clone()));
+        let adopters = || vec![Arc::new("adopter".to_string())];
+        let names = |route: OwnedUpdate<String>| {
+            (
+                route.previous.map(|o| (*o).clone()),
+                route.current.map(|o| (*o).clone()),
+                route.adopters.len(),
+            )
+        };
+        // Owned, unchanged owner: only the owner.
+        let r = route_update(
+            &meta(Some("a"), "x"),
+            &meta(Some("a"), "y"),
+            resolve,
+            adopters,
+        );
+        assert_eq!(names(r), (None, Some("a".into()), 0));
+        // Moved from a to b: both.
+        let r = route_update(
+            &meta(Some("a"), "x"),
+            &meta(Some("b"), "x"),
+            resolve,
+            adopters,
+        );
+        assert_eq!(names(r), (Some("a".into()), Some("b".into()), 0));
+        // Released, and labels changed on an orphan: the old owner and the adopters.
+        let r = route_update(&meta(Some("a"), "x"), &meta(None, "x"), resolve, adopters);
+        assert_eq!(names(r), (Some("a".into()), None, 1));
+        let r = route_update(&meta(None, "x"), &meta(None, "y"), resolve, adopters);
+        assert_eq!(names(r), (None, None, 1));
+        // An orphan that changed nothing the selectors see: nobody.
+        let r = route_update(&meta(None, "x"), &meta(None, "x"), resolve, adopters);
+        assert_eq!(names(r), (None, None, 0));
+        // An owner the cache does not know: nobody, and no adoption.
+        let r = route_update(
+            &meta(None, "x"),
+            &meta(Some("gone"), "x"),
+            resolve,
+            adopters,
+        );
+        assert_eq!(names(r), (None, None, 0));
     }
 }

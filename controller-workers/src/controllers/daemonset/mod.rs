@@ -191,29 +191,33 @@ impl Controller {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
-                let old_ref = controller_of(&old.metadata);
-                let new_ref = controller_of(&new.metadata);
-                let ref_changed = old_ref != new_ref;
-                if ref_changed {
-                    if let Some(ds) = old_ref.and_then(|r| self.resolve(namespace, r)) {
-                        self.enqueue(&ds);
-                    }
-                }
-                if let Some(reference) = new_ref {
-                    if let Some(ds) = self.resolve(namespace, reference) {
-                        self.enqueue(&ds);
-                    }
-                    return;
-                }
-                if ref_changed || old.metadata.labels != new.metadata.labels {
-                    for ds in self.selecting(namespace, new.metadata.labels.as_ref()) {
-                        self.enqueue(&ds);
-                    }
+                let route = self.route(&old.metadata, &new.metadata);
+                for ds in route
+                    .previous
+                    .iter()
+                    .chain(&route.current)
+                    .chain(&route.adopters)
+                {
+                    self.enqueue(ds);
                 }
             }
             Change::Deleted(deleted) => self.revision_deleted(deleted.object()),
         }
+    }
+
+    /// Where an update of a pod or revision of `namespace` goes.
+    fn route(
+        &self,
+        old: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        new: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> crate::controller_ref::OwnedUpdate<DaemonSet> {
+        let namespace = new.namespace.as_deref().unwrap_or_default();
+        crate::controller_ref::route_update(
+            old,
+            new,
+            |r| self.resolve(namespace, r),
+            || self.selecting(namespace, new.labels.as_ref()),
+        )
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {
@@ -251,34 +255,21 @@ impl Controller {
                     self.pod_deleted(new);
                     return;
                 }
-                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
-                let old_ref = controller_of(&old.metadata);
-                let new_ref = controller_of(&new.metadata);
-                let ref_changed = old_ref != new_ref;
-                if ref_changed {
-                    if let Some(ds) = old_ref.and_then(|r| self.resolve(namespace, r)) {
-                        self.enqueue(&ds);
-                    }
+                let route = self.route(&old.metadata, &new.metadata);
+                for ds in route.previous.iter().chain(&route.adopters) {
+                    self.enqueue(ds);
                 }
-                if let Some(reference) = new_ref {
-                    if let Some(ds) = self.resolve(namespace, reference) {
-                        self.enqueue(&ds);
-                        let min_ready = min_ready_seconds(&ds);
-                        if !crate::pods::is_pod_ready(old)
-                            && crate::pods::is_pod_ready(new)
-                            && min_ready > 0
-                        {
-                            self.queue.add_after(
-                                key_of(&ds.metadata),
-                                Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
-                            );
-                        }
-                    }
-                    return;
-                }
-                if ref_changed || old.metadata.labels != new.metadata.labels {
-                    for ds in self.selecting(namespace, new.metadata.labels.as_ref()) {
-                        self.enqueue(&ds);
+                if let Some(ds) = route.current {
+                    self.enqueue(&ds);
+                    let min_ready = min_ready_seconds(&ds);
+                    if !crate::pods::is_pod_ready(old)
+                        && crate::pods::is_pod_ready(new)
+                        && min_ready > 0
+                    {
+                        self.queue.add_after(
+                            key_of(&ds.metadata),
+                            Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
+                        );
                     }
                 }
             }

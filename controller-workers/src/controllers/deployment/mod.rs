@@ -144,24 +144,19 @@ impl Controller {
                     return;
                 }
                 let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
-                let old_ref = controller_of(&old.metadata);
-                let new_ref = controller_of(&new.metadata);
-                let ref_changed = old_ref != new_ref;
-                if ref_changed {
-                    if let Some(d) = old_ref.and_then(|r| self.resolve(namespace, r)) {
-                        self.enqueue(&d);
-                    }
-                }
-                if let Some(reference) = new_ref {
-                    if let Some(d) = self.resolve(namespace, reference) {
-                        self.enqueue(&d);
-                    }
-                    return;
-                }
-                if ref_changed || old.metadata.labels != new.metadata.labels {
-                    for d in self.deployments_for_orphan(new) {
-                        self.enqueue(&d);
-                    }
+                let route = crate::controller_ref::route_update(
+                    &old.metadata,
+                    &new.metadata,
+                    |r| self.resolve(namespace, r),
+                    || self.deployments_for_orphan(new),
+                );
+                for d in route
+                    .previous
+                    .iter()
+                    .chain(&route.current)
+                    .chain(&route.adopters)
+                {
+                    self.enqueue(d);
                 }
             }
             Change::Deleted(deleted) => {

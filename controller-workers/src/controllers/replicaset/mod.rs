@@ -168,34 +168,29 @@ impl<K: Replicated> Controller<K> {
                     return;
                 }
                 let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
-                let ref_changed = controller_uid(&old.metadata) != controller_uid(&new.metadata);
-                if ref_changed {
-                    if let Some(rs) = self.resolve(namespace, old) {
-                        self.queue.add(key_of(rs.meta()));
-                    }
+                let route = crate::controller_ref::route_update(
+                    &old.metadata,
+                    &new.metadata,
+                    |r| self.replica_sets.referenced(namespace, r),
+                    || self.matching_replica_sets(new),
+                );
+                for rs in route.previous.iter().chain(&route.adopters) {
+                    self.queue.add(key_of(rs.meta()));
                 }
-                if controller_uid(&new.metadata).is_some() {
-                    if let Some(rs) = self.resolve(namespace, new) {
-                        let key = key_of(rs.meta());
-                        let min_ready = rs.min_ready_seconds();
-                        self.queue.add(key.clone());
-                        if !crate::pods::is_pod_ready(old)
-                            && crate::pods::is_pod_ready(new)
-                            && min_ready > 0
-                        {
-                            // Check again once it has been ready long enough to count as
-                            // available.
-                            self.queue.add_after(
-                                key,
-                                Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
-                            );
-                        }
-                    }
-                    return;
-                }
-                if labels_changed || ref_changed {
-                    for rs in self.matching_replica_sets(new) {
-                        self.queue.add(key_of(rs.meta()));
+                if let Some(rs) = route.current {
+                    let key = key_of(rs.meta());
+                    let min_ready = rs.min_ready_seconds();
+                    self.queue.add(key.clone());
+                    if !crate::pods::is_pod_ready(old)
+                        && crate::pods::is_pod_ready(new)
+                        && min_ready > 0
+                    {
+                        // Check again once it has been ready long enough to count as
+                        // available.
+                        self.queue.add_after(
+                            key,
+                            Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
+                        );
                     }
                 }
             }

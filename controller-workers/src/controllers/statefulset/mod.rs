@@ -169,19 +169,17 @@ impl Controller {
                     // A resync: nothing changed.
                     return;
                 }
-                let labels_changed = old.metadata.labels != new.metadata.labels;
-                let old_ref = controller_of(&old.metadata);
-                let new_ref = controller_of(&new.metadata);
-                let ref_changed = old_ref != new_ref;
-                if ref_changed && old_ref.is_some() {
-                    if let Some(set) = self.resolve(&old.metadata) {
-                        self.queue.add(key_of(&set.metadata));
-                    }
+                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let route = crate::controller_ref::route_update(
+                    &old.metadata,
+                    &new.metadata,
+                    |r| self.sets.referenced(namespace, r),
+                    || self.sets_for_pod(new),
+                );
+                for set in route.previous.iter().chain(&route.adopters) {
+                    self.queue.add(key_of(&set.metadata));
                 }
-                if new_ref.is_some() {
-                    let Some(set) = self.resolve(&new.metadata) else {
-                        return;
-                    };
+                if let Some(set) = route.current {
                     let key = key_of(&set.metadata);
                     self.queue.add(key.clone());
                     let min_ready = min_ready_seconds(&set);
@@ -192,12 +190,6 @@ impl Controller {
                             key,
                             Duration::from_secs(min_ready as u64) + Duration::from_secs(1),
                         );
-                    }
-                    return;
-                }
-                if labels_changed || ref_changed {
-                    for set in self.sets_for_pod(new) {
-                        self.queue.add(key_of(&set.metadata));
                     }
                 }
             }
