@@ -450,6 +450,60 @@ async fn api_errors_dropped_watches_and_an_outage_are_ridden_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sim_registers_again_after_the_api_server_restarts_empty() {
+    let mut s = start(2, |cfg| {
+        cfg.lease_renew_interval = Duration::from_millis(300);
+        cfg.node_status_update_frequency = Duration::from_millis(300);
+    })
+    .await;
+    if s.c.sim_only("restarting the API server").is_none() {
+        return;
+    }
+    let names = s.node_sim.node_names();
+    let nodes_api: Api<Node> = Api::all(s.c.client.clone());
+    let ready = |name: String| {
+        let nodes_api = nodes_api.clone();
+        async move {
+            wait_for(&format!("node {name} Ready"), WAIT, || async {
+                let Some(node) = nodes_api.get_opt(&name).await? else {
+                    return Ok(None);
+                };
+                Ok(node
+                    .status
+                    .and_then(|st| st.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+                    .then_some(()))
+            })
+            .await
+            .unwrap()
+        }
+    };
+    for name in &names {
+        ready(name.clone()).await;
+    }
+    // Same address and certificates, nothing stored: the Nodes are gone.
+    s.c.sim.as_mut().unwrap().restart().await.unwrap();
+    for name in &names {
+        ready(name.clone()).await;
+    }
+    // And pods run again once their namespace is back.
+    s.c.kubectl_ok(&["create", "namespace", &s.ns])
+        .await
+        .unwrap();
+    s.c.kubectl_ok(&["create", "serviceaccount", "default", "-n", &s.ns])
+        .await
+        .unwrap();
+    s.pods()
+        .create(&PostParams::default(), &s.pod("reborn", json!({})))
+        .await
+        .unwrap();
+    s.wait_pod("reborn", "Running and Ready", is_ready).await;
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_annotations_end_pods_failed_or_succeeded_with_restart_policy_never() {
     let s = start(2, |_| {}).await;
     for (name, code) in [("fails", "1"), ("succeeds", "0")] {

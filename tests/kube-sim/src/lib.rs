@@ -57,6 +57,17 @@ impl Default for Config {
     }
 }
 
+fn register_admin(sim: &Sim, token: &str) {
+    sim.register_token(
+        token,
+        request::User {
+            name: "kubernetes-admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        },
+    );
+}
+
 /// A running development cluster. Dropping it stops the server.
 pub struct KubeSim {
     pub addr: SocketAddr,
@@ -64,6 +75,9 @@ pub struct KubeSim {
     kubeconfig: String,
     pki: Option<certs::ClusterPki>,
     task: tokio::task::JoinHandle<()>,
+    config: Config,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    admin_token: Option<String>,
 }
 
 impl KubeSim {
@@ -82,18 +96,11 @@ impl KubeSim {
             addr,
             tls: !config.plain_http,
         });
-        let (kubeconfig, pki, tls) = if config.plain_http {
+        let (kubeconfig, pki, tls, admin_token) = if config.plain_http {
             let token = format!("kube-sim-admin.{}", api::random_suffix(32));
-            sim.register_token(
-                &token,
-                request::User {
-                    name: "kubernetes-admin".into(),
-                    uid: String::new(),
-                    groups: vec!["system:masters".into(), "system:authenticated".into()],
-                },
-            );
+            register_admin(&sim, &token);
             let kc = certs::kubeconfig(&format!("http://{addr}"), None, None, Some(&token));
-            (kc, None, None)
+            (kc, None, None, Some(token))
         } else {
             let pki = certs::ClusterPki::generate(addr)?;
             let tls = server::tls_config(&pki.serving_cert_pem, &pki.serving_key_pem, &pki.ca_pem)?;
@@ -103,16 +110,47 @@ impl KubeSim {
                 Some((&pki.admin_cert_pem, &pki.admin_key_pem)),
                 None,
             );
-            (kc, Some(pki), Some(tls))
+            (kc, Some(pki), Some(tls), None)
         };
-        let task = tokio::spawn(server::serve(listener, state, tls));
+        let task = tokio::spawn(server::serve(listener, state, tls.clone()));
         Ok(KubeSim {
             addr,
             sim,
             kubeconfig,
             pki,
             task,
+            config,
+            tls,
+            admin_token,
         })
+    }
+
+    /// Stops the server and starts a fresh one on the same address with the same
+    /// certificates and kubeconfig but empty storage, as an API server that lost its etcd
+    /// comes back: every connection ends, clients reconnect and find only the bootstrap
+    /// objects.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {} again: {e}", self.addr))?;
+        let sim = Arc::new(Sim::new(
+            self.config.history,
+            &self.config.service_cluster_ip_range,
+        ));
+        sim.bootstrap();
+        if let Some(token) = &self.admin_token {
+            register_admin(&sim, token);
+        }
+        let state = Arc::new(server::ServerState {
+            sim: sim.clone(),
+            addr: self.addr,
+            tls: self.tls.is_some(),
+        });
+        self.task = tokio::spawn(server::serve(listener, state, self.tls.clone()));
+        self.sim = sim;
+        Ok(())
     }
 
     /// `https://ADDR` (or `http://` with plain HTTP).

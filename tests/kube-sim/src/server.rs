@@ -68,8 +68,15 @@ pub async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let acceptor = tls.map(TlsAcceptor::from);
+    // The connections belong to this task: stopping it (a restart, the cluster dropped)
+    // ends them too, as a stopped API server's connections end.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (sock, _peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let (sock, _peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -79,7 +86,7 @@ pub async fn serve(
         let _ = sock.set_nodelay(true);
         let state = state.clone();
         let acceptor = acceptor.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             match acceptor {
                 Some(acc) => {
                     let Ok(stream) = acc.accept(sock).await else {

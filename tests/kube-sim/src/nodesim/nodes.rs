@@ -246,11 +246,13 @@ async fn remove_startup_taint(nodes: &Api<Node>, node: Node) -> Result<Node, kub
     }
 }
 
+/// Renews the node's Lease, creating it when it is missing; `Ok(true)` when it had to
+/// be created (a Lease that vanished says the API server may have lost the Node too).
 async fn renew_lease(
     shared: &Shared,
     name: &str,
     node_uid: Option<&str>,
-) -> Result<(), kube::Error> {
+) -> Result<bool, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(shared.client.clone(), LEASE_NAMESPACE);
     let now = Timestamp::now();
     let duration = shared.config.lease_duration_seconds;
@@ -259,13 +261,13 @@ async fn renew_lease(
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(false),
         Err(kube::Error::Api(s)) if s.code == 404 => {
             let lease: Lease = serde_json::from_value(lease_object(name, node_uid, duration, now))
                 .map_err(kube::Error::SerdeError)?;
             match leases.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             }
         }
@@ -330,9 +332,14 @@ pub async fn run(shared: Arc<Shared>, name: String, index: usize) {
             }
             if now >= next_lease {
                 match renew_lease(&shared, &name, node_uid.as_deref()).await {
-                    Ok(()) => {
+                    Ok(recreated) => {
                         failures = 0;
                         next_lease = now + cfg.lease_renew_interval;
+                        if recreated {
+                            // Report the status at once: if the Node is gone too, that
+                            // finds out and registers it again.
+                            force_report = true;
+                        }
                     }
                     Err(e) => {
                         tracing::debug!(node = %name, error = %e, "lease renewal failed; retrying");
