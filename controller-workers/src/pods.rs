@@ -13,6 +13,11 @@ pub fn is_pod_active(pod: &Pod) -> bool {
     phase != "Succeeded" && phase != "Failed" && pod.metadata.deletion_timestamp.is_none()
 }
 
+/// Being deleted and not finished yet (upstream `IsPodTerminating`).
+pub fn is_pod_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some() && !matches!(phase(pod), "Succeeded" | "Failed")
+}
+
 pub fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()

@@ -17,13 +17,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
-use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
 use serde_json::json;
 
 const DEPLOYMENTS: usize = 100;
 const REPLICAS: usize = 10;
 const PODS: usize = DEPLOYMENTS * REPLICAS;
-const IN_FLIGHT: usize = 16;
 
 async fn running(client: &kube::Client, ns: &str) -> anyhow::Result<usize> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -52,27 +50,12 @@ async fn until_running(
     }
 }
 
-/// Runs `count` creations, `IN_FLIGHT` at a time.
-async fn create_all<F, Fut>(count: usize, create: F) -> anyhow::Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    use futures::StreamExt;
-    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..count)
-        .map(create)
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
-    results.into_iter().collect()
-}
-
 async fn baseline(client: &kube::Client) -> anyhow::Result<Duration> {
     let ns = "baseline";
     common::namespace(client, ns, true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
-    create_all(PODS, |i| {
+    common::create_all(PODS, |i| {
         let pods = pods.clone();
         async move {
             let pod: Pod = serde_json::from_value(json!({
@@ -119,7 +102,7 @@ async fn with_rkcm(
     }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
-    create_all(DEPLOYMENTS, |i| {
+    common::create_all(DEPLOYMENTS, |i| {
         let deployments = deployments.clone();
         async move {
             let deployment: Deployment = serde_json::from_value(json!({
@@ -142,26 +125,15 @@ async fn with_rkcm(
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
-    let yaml = std::fs::read_to_string(&kubeconfig)?;
     // 110 pods per node: room for the three runs' 3000 pods.
-    let _nodes = NodeSim::start(
-        nodesim::client_from_kubeconfig(&yaml).await?,
-        NodeSimConfig {
-            nodes: 32,
-            start_delay: Duration::from_millis(100),
-            // The controllers' cost alone: no kubelet or scheduler events.
-            events: false,
-            ..Default::default()
-        },
-    );
+    let cluster = common::BenchCluster::start(32).await?;
+    let (client, kubeconfig) = (&cluster.client, &cluster.kubeconfig);
     println!("worker benchmark (release; kube-sim and node-sim in the bench process, 32 simulated nodes)");
-    println!("{DEPLOYMENTS} Deployments x {REPLICAS} replicas until {PODS} pods Running; {IN_FLIGHT} creations in flight");
-    let base = baseline(&client).await?;
+    println!(
+        "{DEPLOYMENTS} Deployments x {REPLICAS} replicas until {PODS} pods Running; {} creations in flight",
+        common::IN_FLIGHT
+    );
+    let base = baseline(client).await?;
     println!(
         "baseline: a plain client creating {PODS} pods directly: {:.2} s",
         base.as_secs_f64()
@@ -175,7 +147,7 @@ async fn run() -> anyhow::Result<()> {
         ),
         ("client limits lifted (qps 0)", "rkcm-unlimited", "0", "30"),
     ] {
-        let run = with_rkcm(&client, &kubeconfig, ns, qps, burst).await?;
+        let run = with_rkcm(client, kubeconfig, ns, qps, burst).await?;
         println!(
             "rkcm, {label}: {:.2} s = {:.2}x baseline; peak RSS informer-server {:.1} MiB, worker {:.1} MiB",
             run.elapsed.as_secs_f64(),

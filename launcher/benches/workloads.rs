@@ -4,7 +4,8 @@
 //! same work directly:
 //!
 //! - a DaemonSet until its pod runs on all 100 nodes; baseline: 100 pods pinned to the
-//!   nodes the same way (required `metadata.name` affinity), 16 creations in flight;
+//!   nodes the same way (required `metadata.name` affinity), `common::IN_FLIGHT` creations
+//!   in flight;
 //! - an OrderedReady StatefulSet of 20 replicas until all are Ready (one at a time by
 //!   design); baseline: 20 pods created one after another, each once the previous one
 //!   is Ready;
@@ -19,14 +20,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
-use kube_sim::nodesim::{self, NodeSim, NodeSimConfig};
 use serde_json::json;
 
 const NODES: usize = 100;
 const SET_REPLICAS: usize = 20;
-const IN_FLIGHT: usize = 16;
 const IMAGE: &str = "registry.k8s.io/pause:3.9";
 
 /// Pods of the namespace that are Running, and those that are Ready.
@@ -82,27 +81,22 @@ fn pinned_pod(name: &str, node: &str) -> anyhow::Result<Pod> {
 }
 
 async fn daemon_baseline(client: &kube::Client, nodes: &[String]) -> anyhow::Result<Duration> {
-    use futures::StreamExt;
     let ns = "ds-baseline";
     common::namespace(client, ns, true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
-    let results: Vec<anyhow::Result<()>> = futures::stream::iter(nodes.iter().enumerate())
-        .map(|(i, node)| {
-            let pods = pods.clone();
-            async move {
-                pods.create(
-                    &PostParams::default(),
-                    &pinned_pod(&format!("p-{i}"), node)?,
-                )
-                .await?;
-                Ok(())
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
-    results.into_iter().collect::<anyhow::Result<()>>()?;
+    common::create_all(nodes.len(), |i| {
+        let pods = pods.clone();
+        async move {
+            pods.create(
+                &PostParams::default(),
+                &pinned_pod(&format!("p-{i}"), &nodes[i])?,
+            )
+            .await?;
+            Ok(())
+        }
+    })
+    .await?;
     until(client, ns, start, |running, _| running >= nodes.len()).await
 }
 
@@ -172,43 +166,12 @@ async fn with_rkcm(
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
-    let yaml = std::fs::read_to_string(&kubeconfig)?;
-    let _nodes = NodeSim::start(
-        nodesim::client_from_kubeconfig(&yaml).await?,
-        NodeSimConfig {
-            nodes: NODES,
-            start_delay: Duration::from_millis(100),
-            events: false,
-            ..Default::default()
-        },
-    );
-    let nodes_api: Api<Node> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let nodes: Vec<String> = loop {
-        let names: Vec<String> = nodes_api
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|n| n.metadata.name)
-            .collect();
-        if names.len() >= NODES {
-            break names;
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the simulated nodes did not register"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let cluster = common::BenchCluster::start(NODES).await?;
+    let (client, kubeconfig) = (&cluster.client, &cluster.kubeconfig);
+    let nodes = cluster.node_names().await?;
     println!("workloads benchmark (release; kube-sim and node-sim in the bench process, {NODES} simulated nodes)");
-    let ds_base = daemon_baseline(&client, &nodes).await?;
-    let sts_base = ordered_baseline(&client).await?;
+    let ds_base = daemon_baseline(client, &nodes).await?;
+    let sts_base = ordered_baseline(client).await?;
     println!(
         "baseline: {NODES} pinned pods by a plain client: {:.2} s; {SET_REPLICAS} pods one after another, each once the last is Ready: {:.2} s",
         ds_base.as_secs_f64(),
@@ -223,7 +186,7 @@ async fn run() -> anyhow::Result<()> {
         ),
         ("client limits lifted (qps 0)", "unlimited", "0", "30"),
     ] {
-        let run = with_rkcm(&client, &kubeconfig, name, qps, burst).await?;
+        let run = with_rkcm(client, kubeconfig, name, qps, burst).await?;
         println!(
             "rkcm, {label}: DaemonSet on {NODES} nodes {:.2} s = {:.2}x baseline; OrderedReady StatefulSet of {SET_REPLICAS} {:.2} s = {:.2}x baseline; peak RSS informer-server {:.1} MiB, worker {:.1} MiB",
             run.daemon_set.as_secs_f64(),

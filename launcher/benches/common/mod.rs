@@ -115,3 +115,81 @@ impl Rkcm {
         )
     }
 }
+
+/// Creations the benchmarks keep in flight at once.
+pub const IN_FLIGHT: usize = 16;
+
+/// Runs `count` creations, [`IN_FLIGHT`] at a time; the first error fails it.
+pub async fn create_all<F, Fut>(count: usize, create: F) -> anyhow::Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    use futures::StreamExt;
+    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..count)
+        .map(create)
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// kube-sim and node-sim in the bench process: the cluster the rkcm processes run
+/// against, its kubeconfig on disk, and an admin client.
+pub struct BenchCluster {
+    pub sim: kube_sim::KubeSim,
+    pub kubeconfig: std::path::PathBuf,
+    pub client: kube::Client,
+    _nodes: kube_sim::nodesim::NodeSim,
+    _dir: tempfile::TempDir,
+}
+
+impl BenchCluster {
+    /// Starts kube-sim and `nodes` simulated nodes (100 ms start delay, no pod events:
+    /// the controllers' cost alone) and waits for the nodes to register.
+    pub async fn start(nodes: usize) -> anyhow::Result<BenchCluster> {
+        use std::time::{Duration, Instant};
+        let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        sim.write_kubeconfig(&kubeconfig)?;
+        let client = sim.client().await?;
+        let node_sim = kube_sim::nodesim::NodeSim::start(
+            kube_sim::nodesim::client_from_kubeconfig(sim.kubeconfig()).await?,
+            kube_sim::nodesim::NodeSimConfig {
+                nodes,
+                start_delay: Duration::from_millis(100),
+                events: false,
+                ..Default::default()
+            },
+        );
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while api.list_metadata(&Default::default()).await?.items.len() < nodes {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the simulated nodes did not register"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(BenchCluster {
+            sim,
+            kubeconfig,
+            client,
+            _nodes: node_sim,
+            _dir: dir,
+        })
+    }
+
+    /// The names of the cluster's nodes.
+    pub async fn node_names(&self) -> anyhow::Result<Vec<String>> {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        Ok(api
+            .list_metadata(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+}

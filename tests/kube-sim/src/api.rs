@@ -381,8 +381,13 @@ impl Sim {
 
     // ----- decoding -----
 
+    /// The request body's media type, without parameters.
+    fn media_type(req: &ApiRequest) -> &str {
+        req.content_type.split(';').next().unwrap_or("").trim()
+    }
+
     fn decode_json(&self, req: &ApiRequest) -> ApiResult<Value> {
-        let ct = req.content_type.split(';').next().unwrap_or("").trim();
+        let ct = Self::media_type(req);
         if ct.contains("yaml") {
             let text =
                 std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -407,11 +412,7 @@ impl Sim {
                 crate::go_json::summarize(&req.body)
             ))
         };
-        let is_json = {
-            let ct = req.content_type.split(';').next().unwrap_or("").trim();
-            !ct.contains("yaml")
-        };
-        if is_json {
+        if !Self::media_type(req).contains("yaml") {
             // Go's words for a malformed document, as kube-apiserver passes them on.
             if let Some(error) = crate::go_json::syntax_error(&req.body) {
                 return Err(unrecognized(error));
@@ -1387,7 +1388,7 @@ impl Sim {
         current: &Value,
         req: &ApiRequest,
     ) -> ApiResult<Value> {
-        let ct = req.content_type.split(';').next().unwrap_or("").trim();
+        let ct = Self::media_type(req);
         let served = self.present(def, current);
         let patch: Value = serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -1804,7 +1805,7 @@ impl Sim {
                     self.decode_json(req)?
                 } else {
                     let scale = scale_of(&current);
-                    let ct = req.content_type.split(';').next().unwrap_or("").trim();
+                    let ct = Self::media_type(req);
                     let patch: Value = serde_json::from_slice(&req.body)
                         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
                     match ct {

@@ -22,7 +22,7 @@ use crate::controller_ref::RefManager;
 use crate::pod_control::{
     controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
 };
-use crate::pods::{compare_for_deletion, is_pod_active, is_pod_ready, phase};
+use crate::pods::{compare_for_deletion, is_pod_active, is_pod_ready, is_pod_terminating, phase};
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
 use crate::store::{controller_of, key_of, split_key};
@@ -285,13 +285,7 @@ impl Controller {
             .iter()
             .filter(|p| is_pod_failed(p, &job))
             .find_map(|p| match_pod_failure_policy(policy, p).fail_job_message);
-        let terminating = pods
-            .iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_some()
-                    && !matches!(phase(p), "Succeeded" | "Failed")
-            })
-            .count();
+        let terminating = pods.iter().filter(|p| is_pod_terminating(p)).count();
         let active_pods: Vec<&Arc<Pod>> = pods.iter().filter(|p| is_pod_active(p)).collect();
         let succeeded = status.succeeded.unwrap_or(0)
             + uncounted_succeeded.len() as i32
@@ -476,10 +470,7 @@ impl Controller {
                 };
                 let terminating_indexes: std::collections::BTreeSet<i32> = if held > 0 {
                     pods.iter()
-                        .filter(|p| {
-                            p.metadata.deletion_timestamp.is_some()
-                                && !matches!(phase(p), "Succeeded" | "Failed")
-                        })
+                        .filter(|p| is_pod_terminating(p))
                         .filter_map(|p| indexes::of_pod(p))
                         .collect()
                 } else {

@@ -83,6 +83,18 @@ where
     (false, None)
 }
 
+/// What a pod still lacks before a monotonic pass may go past it: "Running and Ready",
+/// then "Available" (ready for minReadySeconds); `None` once it has both.
+fn not_yet(set: &StatefulSet, pod: &Pod, now: Timestamp) -> Option<&'static str> {
+    if !is_running_and_ready(pod) {
+        Some("Running and Ready")
+    } else if !is_running_and_available(pod, min_ready_seconds(set), now) {
+        Some("Available")
+    } else {
+        None
+    }
+}
+
 impl Controller {
     /// The set's revisions in the store: in its namespace, matching its selector, owned by
     /// it or by nobody.
@@ -448,19 +460,11 @@ impl Controller {
                 );
                 return Ok(true);
             }
-            if !is_running_and_ready(pod) {
+            if let Some(state) = not_yet(set, pod, now) {
                 debug!(
                     statefulset = set_name(set),
                     pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be Running and Ready"
-                );
-                return Ok(true);
-            }
-            if !is_running_and_available(pod, min_ready_seconds(set), now) {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be Available"
+                    "waiting for pod to be {state}"
                 );
                 return Ok(true);
             }
@@ -495,19 +499,11 @@ impl Controller {
         }
         let is_first_unhealthy = first_unhealthy.is_some_and(|first| Arc::ptr_eq(first, pod));
         if monotonic && !is_first_unhealthy {
-            if !is_running_and_ready(pod) {
+            if let Some(state) = not_yet(set, pod, now) {
                 debug!(
                     statefulset = set_name(set),
                     pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be Running and Ready before scale down"
-                );
-                return Ok(true);
-            }
-            if !is_running_and_available(pod, min_ready_seconds(set), now) {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be Available before scale down"
+                    "waiting for pod to be {state} before scale down"
                 );
                 return Ok(true);
             }

@@ -224,6 +224,17 @@ pub struct NodeFaults {
     pub conditions: BTreeMap<ConditionType, bool>,
 }
 
+impl NodeFaults {
+    /// Report `condition` at status `on`; its healthy status clears the fault.
+    pub fn set_condition(&mut self, condition: ConditionType, on: bool) {
+        if on == condition.healthy() {
+            self.conditions.remove(&condition);
+        } else {
+            self.conditions.insert(condition, on);
+        }
+    }
+}
+
 /// What every node-sim task shares.
 pub struct Shared {
     pub client: kube::Client,
@@ -347,14 +358,7 @@ fn apply_fault_annotations(shared: &Shared, node: &Node) {
                 continue;
             };
             match value.as_str() {
-                "True" | "False" => {
-                    let on = value == "True";
-                    if on == condition.healthy() {
-                        after.conditions.remove(&condition);
-                    } else {
-                        after.conditions.insert(condition, on);
-                    }
-                }
+                "True" | "False" => after.set_condition(condition, value == "True"),
                 other => {
                     tracing::warn!(node = name, annotation = %key, value = other, "expected True or False")
                 }
@@ -522,13 +526,8 @@ impl NodeSim {
         condition: ConditionType,
         on: bool,
     ) -> Result<(), NodeSimError> {
-        self.shared.update_faults(node, |f| {
-            if on == condition.healthy() {
-                f.conditions.remove(&condition);
-            } else {
-                f.conditions.insert(condition, on);
-            }
-        })
+        self.shared
+            .update_faults(node, |f| f.set_condition(condition, on))
     }
 
     /// Cordon (or uncordon) the node: `spec.unschedulable`, as `kubectl cordon` sets it.
