@@ -19,7 +19,9 @@ use super::placement::{
 };
 use super::sync::NodePods;
 use super::{min_ready_seconds, Controller};
-use crate::history::{compute_hash, delete_revision, go_json, template_patch, POD_REVISION_LABEL};
+use crate::history::{
+    compute_hash, data_bytes, delete_revision, go_json, template_patch, POD_REVISION_LABEL,
+};
 use crate::pod_control::controller_ref;
 use crate::pods::is_pod_available;
 
@@ -57,12 +59,6 @@ fn ds_template(ds: &DaemonSet) -> k8s_openapi::api::core::v1::PodTemplateSpec {
         .as_ref()
         .map(|s| s.template.clone())
         .unwrap_or_default()
-}
-
-/// Does `revision` hold the DaemonSet's current template (`Match`)?
-fn matches(ds: &DaemonSet, revision: &ControllerRevision) -> bool {
-    let patch = go_json(&template_patch(&ds_template(ds)));
-    crate::history::data_bytes(revision) == patch
 }
 
 impl Controller {
@@ -235,6 +231,9 @@ impl Controller {
     ) -> anyhow::Result<(Arc<ControllerRevision>, Vec<Arc<ControllerRevision>>)> {
         let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), namespace);
+        // A revision holds the current template when its data is this patch (`Match`).
+        let patch = template_patch(&ds_template(ds));
+        let patch_bytes = go_json(&patch);
         let mut current = Vec::new();
         let mut old = Vec::new();
         for revision in self.controlled_revisions(ds).await? {
@@ -251,7 +250,7 @@ impl Controller {
                     .insert(POD_REVISION_LABEL.into(), name.clone());
                 revision = Arc::new(api.replace(&name, &PostParams::default(), &updated).await?);
             }
-            if matches(ds, &revision) {
+            if data_bytes(&revision) == patch_bytes {
                 current.push(revision);
             } else {
                 old.push(revision);
@@ -259,7 +258,7 @@ impl Controller {
         }
         let next = old.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
         let current = if current.is_empty() {
-            self.snapshot(ds, next).await?
+            self.snapshot(ds, next, patch, &patch_bytes).await?
         } else {
             let kept = self.dedup_current(ds, current).await?;
             if kept.revision < next {
@@ -280,6 +279,8 @@ impl Controller {
         &self,
         ds: &Arc<DaemonSet>,
         number: i64,
+        patch: serde_json::Value,
+        patch_bytes: &[u8],
     ) -> anyhow::Result<Arc<ControllerRevision>> {
         let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
         let ds_name = ds.metadata.name.clone().unwrap_or_default();
@@ -302,7 +303,7 @@ impl Controller {
                 owner_references: Some(vec![controller_ref(ds.as_ref())]),
                 ..ObjectMeta::default()
             },
-            data: Some(RawExtension(template_patch(&template))),
+            data: Some(RawExtension(patch)),
             revision: number,
         };
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), namespace);
@@ -310,7 +311,7 @@ impl Controller {
             Ok(created) => Ok(Arc::new(created)),
             Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {
                 let existing = api.get(&name).await?;
-                if matches(ds, &existing) {
+                if data_bytes(&existing) == patch_bytes {
                     return Ok(Arc::new(existing));
                 }
                 // A hash collision: bump the collision count, unless ours is stale.
