@@ -183,6 +183,13 @@ impl Controller {
         let mut live_cronjob: Option<CronJob> = None;
         for job in &owned {
             let listed = active.iter().any(|r| r.uid == job.metadata.uid);
+            if finished(job) == Some("Complete") {
+                // A completed Job counts for lastSuccessfulTime, listed or not.
+                let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
+                if done.as_ref().map(|t| t.0) > status.last_successful_time.as_ref().map(|t| t.0) {
+                    status.last_successful_time = done;
+                }
+            }
             match finished(job) {
                 Some(kind) if listed => {
                     active.retain(|r| r.uid != job.metadata.uid);
@@ -195,14 +202,6 @@ impl Controller {
                             job.metadata.name.as_deref().unwrap_or_default()
                         ),
                     );
-                    if kind == "Complete" {
-                        let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
-                        if done.as_ref().map(|t| t.0)
-                            > status.last_successful_time.as_ref().map(|t| t.0)
-                        {
-                            status.last_successful_time = done;
-                        }
-                    }
                 }
                 None if !listed => {
                     // Our cache may be behind: is it in the live CronJob's list?
@@ -235,15 +234,6 @@ impl Controller {
                                 job.metadata.name.as_deref().unwrap_or_default()
                             ),
                         );
-                    }
-                }
-                Some("Complete") => {
-                    // A finished Job counts for lastSuccessfulTime, listed or not.
-                    let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
-                    if done.as_ref().map(|t| t.0)
-                        > status.last_successful_time.as_ref().map(|t| t.0)
-                    {
-                        status.last_successful_time = done;
                     }
                 }
                 _ => {}
