@@ -12,6 +12,7 @@ use rand::Rng;
 use serde_json::{json, Map, Value};
 
 use crate::faults::Faults;
+use crate::managed_fields::{self, Operation};
 use crate::metrics::Metrics;
 use crate::request::{ApiRequest, ApiResponse, Representation, ResourcePath, User};
 use crate::resources::{Registry, ResourceDef};
@@ -213,6 +214,7 @@ impl Sim {
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
                 &admin,
                 false,
+                Some(&Self::system_operation(&self.def("", "v1", "namespaces"))),
             );
         }
         let _ = self.create_object(
@@ -224,6 +226,7 @@ impl Sim {
                    "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
             &admin,
             false,
+            Some(&Self::system_operation(&self.def("", "v1", "services"))),
         );
     }
 
@@ -296,7 +299,8 @@ impl Sim {
                 }
                 let (obj, warnings) = self.check_fields(&def, body, req)?;
                 let dry = req.param("dryRun").is_some();
-                let created = self.create_object(&def, ns, obj, &user, dry)?;
+                let fm = self.operation(&def, req, None, None);
+                let created = self.create_object(&def, ns, obj, &user, dry, Some(&fm))?;
                 Ok(with_warnings(
                     ApiResponse::json(201, self.present(&def, &created)),
                     warnings,
@@ -314,7 +318,9 @@ impl Sim {
                 let body = self.decode_body(&def, req)?;
                 let (obj, warnings) = self.check_fields(&def, body, req)?;
                 let sub = p.subresource.as_deref();
-                let out = self.update_object(&def, ns, name, sub, &user, req, |_| Ok(obj))?;
+                let fm = self.operation(&def, req, sub, None);
+                let out =
+                    self.update_object(&def, ns, name, sub, &user, req, Some(&fm), |_| Ok(obj))?;
                 Ok(with_warnings(out, warnings))
             }
             (Some(name), None | Some("status")) if *m == Method::PATCH => {
@@ -337,18 +343,27 @@ impl Sim {
             (Some(name), Some("finalize")) if *m == Method::PUT => {
                 let body = self.decode_json(req)?;
                 let fins = body["spec"]["finalizers"].clone();
-                self.update_object(&def, None, name, Some("finalize"), &user, req, move |cur| {
-                    let mut next = cur.clone();
-                    let empty = fins.as_array().is_none_or(|a| a.is_empty());
-                    if empty {
-                        if let Some(spec) = next["spec"].as_object_mut() {
-                            spec.remove("finalizers");
+                self.update_object(
+                    &def,
+                    None,
+                    name,
+                    Some("finalize"),
+                    &user,
+                    req,
+                    None,
+                    move |cur| {
+                        let mut next = cur.clone();
+                        let empty = fins.as_array().is_none_or(|a| a.is_empty());
+                        if empty {
+                            if let Some(spec) = next["spec"].as_object_mut() {
+                                spec.remove("finalizers");
+                            }
+                        } else {
+                            next["spec"]["finalizers"] = fins;
                         }
-                    } else {
-                        next["spec"]["finalizers"] = fins;
-                    }
-                    Ok(next)
-                })
+                        Ok(next)
+                    },
+                )
             }
             (Some(name), Some("approval")) if *m == Method::PUT || *m == Method::PATCH => {
                 let body = if *m == Method::PUT {
@@ -358,14 +373,24 @@ impl Sim {
                     self.apply_patch(&def, &cur, req)?
                 };
                 let conds = body["status"]["conditions"].clone();
-                self.update_object(&def, None, name, Some("approval"), &user, req, move |cur| {
-                    let mut next = cur.clone();
-                    if !next["status"].is_object() {
-                        next["status"] = json!({});
-                    }
-                    next["status"]["conditions"] = conds;
-                    Ok(next)
-                })
+                let fm = self.operation(&def, req, Some("approval"), None);
+                self.update_object(
+                    &def,
+                    None,
+                    name,
+                    Some("approval"),
+                    &user,
+                    req,
+                    Some(&fm),
+                    move |cur| {
+                        let mut next = cur.clone();
+                        if !next["status"].is_object() {
+                            next["status"] = json!({});
+                        }
+                        next["status"]["conditions"] = conds;
+                        Ok(next)
+                    },
+                )
             }
             (Some(name), Some("approval")) if *m == Method::GET => {
                 let obj = self.get_object(&def, ns, name)?;
@@ -791,6 +816,7 @@ impl Sim {
         mut obj: Value,
         user: &User,
         dry_run: bool,
+        fm: Option<&Operation>,
     ) -> ApiResult<Arc<Value>> {
         if !def.has_verb("create") {
             return Err(ApiError::method_not_allowed("create"));
@@ -852,6 +878,13 @@ impl Sim {
         obj["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
+            default_namespace_label(def, &mut obj);
+        }
+        // Field ownership is worked out on the object as decoded and defaulted, before
+        // admission and the strategy add their own fields.
+        let snapshot = obj.clone();
+        if def.custom.is_none() {
+            defaults::after_defaulting(&def.group, &def.kind, &mut obj, true);
             defaults::prepare_for_create(
                 &def.group,
                 &body_version,
@@ -860,7 +893,14 @@ impl Sim {
                 &timestamp(now()),
             );
         }
+        let managed = match fm {
+            Some(op) => Some(self.managed_fields(op, None, &snapshot)?),
+            None => None,
+        };
         self.mutate_on_create(def, &mut obj, user);
+        if let Some(m) = managed {
+            set_managed_fields(&mut obj, m);
+        }
         let mut t = self.store.lock();
         let subject = Subject::new(&def.group, &def.resource, &name);
         if let Some(ns) = ns.filter(|_| def.namespaced) {
@@ -917,22 +957,12 @@ impl Sim {
         Ok(stored)
     }
 
+    /// The CSR strategy records who asked.
     fn mutate_on_create(&self, def: &ResourceDef, obj: &mut Value, user: &User) {
-        match (def.group.as_str(), def.kind.as_str()) {
-            ("", "Namespace") => {
-                let name = str_at(obj, &["metadata", "name"]).unwrap_or("").to_string();
-                let m = meta_mut(obj);
-                if !m.get("labels").is_some_and(Value::is_object) {
-                    m.insert("labels".into(), json!({}));
-                }
-                m["labels"]["kubernetes.io/metadata.name"] = json!(name);
-            }
-            ("certificates.k8s.io", "CertificateSigningRequest") => {
-                obj["spec"]["username"] = json!(user.name);
-                obj["spec"]["uid"] = json!(user.uid);
-                obj["spec"]["groups"] = json!(user.groups);
-            }
-            _ => {}
+        if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" {
+            obj["spec"]["username"] = json!(user.name);
+            obj["spec"]["uid"] = json!(user.uid);
+            obj["spec"]["groups"] = json!(user.groups);
         }
     }
 
@@ -1059,6 +1089,7 @@ impl Sim {
         sub: Option<&str>,
         user: &User,
         req: &ApiRequest,
+        fm: Option<&Operation>,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<ApiResponse> {
         if !def.has_verb("update") && sub.is_none() {
@@ -1193,6 +1224,24 @@ impl Sim {
         next["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &def.version, &def.kind, &mut next);
+        }
+        // Field ownership, on the defaulted object before the strategy's changes.
+        match fm {
+            Some(op) if op.subresource == "scale" => {
+                let (spec_path, _, _) = scale_paths(def);
+                if pointer(&current, &spec_path) != pointer(&next, &spec_path) {
+                    let path: Vec<&str> = spec_path.split('.').filter(|s| !s.is_empty()).collect();
+                    op.run_scale(&mut next, &path);
+                }
+            }
+            Some(op) => {
+                let managed = self.managed_fields(op, Some(&current), &next)?;
+                set_managed_fields(&mut next, managed);
+            }
+            None => {}
+        }
+        if def.custom.is_none() {
+            defaults::after_defaulting(&def.group, &def.kind, &mut next, false);
             defaults::prepare_for_update(&def.group, &def.version, &def.kind, &mut next, &current);
         }
         // No new finalizers while deleting.
@@ -1360,7 +1409,8 @@ impl Sim {
         let current = self.get_object(def, ns, name)?;
         let patched = self.apply_patch(def, &current, req)?;
         let (patched, warnings) = self.check_fields(def, self.with_kind(def, patched), req)?;
-        let out = self.update_object(def, ns, name, sub, user, req, |cur| {
+        let fm = self.operation(def, req, sub, None);
+        let out = self.update_object(def, ns, name, sub, user, req, Some(&fm), |cur| {
             // The patch was computed on `current`; if it changed meanwhile, recompute on the
             // new state (kube-apiserver retries a patch on conflict the same way).
             if cur["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"] {
@@ -1435,7 +1485,10 @@ impl Sim {
         }
     }
 
-    /// Server-side apply: create when absent, else merge the applied configuration.
+    /// Server-side apply: create when absent, else merge the applied configuration. The
+    /// applier owns exactly its configuration's fields: a field another manager owns and the
+    /// configuration changes is a conflict unless `force`; a field it owned before and no
+    /// longer sets, which nobody else owns, is removed.
     fn server_side_apply(
         self: &Arc<Self>,
         def: &Arc<ResourceDef>,
@@ -1459,6 +1512,7 @@ impl Sim {
             return Err(ApiError::bad_request("apply patch must be an object"));
         }
         let (applied, warnings) = self.check_fields(def, applied, req)?;
+        let fm = self.operation(def, req, sub, Some(&applied));
         let existing = self.store.lock().get(
             &def.key(),
             if def.namespaced { ns.unwrap_or("") } else { "" },
@@ -1468,8 +1522,14 @@ impl Sim {
             None if sub.is_none() => {
                 let mut obj = applied;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
-                let created =
-                    self.create_object(def, ns, obj, user, req.param("dryRun").is_some())?;
+                let created = self.create_object(
+                    def,
+                    ns,
+                    obj,
+                    user,
+                    req.param("dryRun").is_some(),
+                    Some(&fm),
+                )?;
                 Ok(with_warnings(
                     ApiResponse::json(201, self.present(def, &created)),
                     warnings,
@@ -1481,23 +1541,84 @@ impl Sim {
                 name,
             ))),
             Some(_) => {
-                let out = self.update_object(def, ns, name, sub, user, req, |cur| {
+                let out = self.update_object(def, ns, name, sub, user, req, Some(&fm), |cur| {
                     let mut applied = applied.clone();
                     if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
                         m.remove("resourceVersion");
+                        m.remove("managedFields");
                     }
                     let served = self.present(def, cur);
-                    if def.custom.is_none() && strategic_merge::merge_keys_known(&def.kind) {
-                        strategic_merge::apply(&def.kind, &served, &applied).map_err(patch_error)
+                    let mut merged = if def.custom.is_none()
+                        && strategic_merge::merge_keys_known(&def.kind)
+                    {
+                        strategic_merge::apply(&def.kind, &served, &applied).map_err(patch_error)?
                     } else {
                         let mut doc = served;
                         json_patch::merge(&mut doc, &applied);
-                        Ok(doc)
-                    }
+                        doc
+                    };
+                    prune_unapplied(&fm, cur, &mut merged);
+                    Ok(merged)
                 })?;
                 Ok(with_warnings(out, warnings))
             }
         }
+    }
+
+    /// The API server's own writes (its bootstrap objects), as manager `kube-apiserver`.
+    fn system_operation(def: &ResourceDef) -> Operation {
+        Operation {
+            manager: "kube-apiserver".into(),
+            subresource: String::new(),
+            api_version: def.api_version(),
+            group: def.group.clone(),
+            kind: def.kind.clone(),
+            has_status: def.has_status(),
+            now: timestamp(now()),
+            apply: None,
+        }
+    }
+
+    /// What a write is for field ownership: who writes, through which subresource, and for a
+    /// server-side apply the configuration's fields.
+    fn operation(
+        &self,
+        def: &ResourceDef,
+        req: &ApiRequest,
+        sub: Option<&str>,
+        applied: Option<&Value>,
+    ) -> Operation {
+        let mut op = Operation {
+            manager: managed_fields::manager_name(req.param("fieldManager"), &req.user_agent),
+            subresource: sub.unwrap_or("").to_string(),
+            api_version: def.api_version(),
+            group: def.group.clone(),
+            kind: def.kind.clone(),
+            has_status: def.has_status(),
+            now: timestamp(now()),
+            apply: None,
+        };
+        if let Some(config) = applied {
+            let set = managed_fields::to_field_set(config, op.ty());
+            op.apply = Some((set, req.flag("force")));
+        }
+        op
+    }
+
+    /// The `managedFields` after `op` turned `old` into `new`, or the apply conflict.
+    fn managed_fields(&self, op: &Operation, old: Option<&Value>, new: &Value) -> ApiResult<Value> {
+        let mut snap = new.clone();
+        op.run(old, &mut snap).map_err(|c| {
+            let causes: Vec<Value> = c
+                .0
+                .iter()
+                .map(|(m, p)| {
+                    json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": p})
+                })
+                .collect();
+            ApiError::new(409, "Conflict", c.message()).with_details(json!({"causes": causes}))
+        })?;
+        Ok(snap["metadata"]["managedFields"].clone())
     }
 
     // ----- deleting -----
@@ -1841,15 +1962,24 @@ impl Sim {
                 }
                 let rv = desired["metadata"]["resourceVersion"].clone();
                 let spec_path = paths.0.clone();
-                let resp =
-                    self.update_object(def, ns, name, Some("scale"), user, req, move |cur| {
+                let fm = self.operation(def, req, Some("scale"), None);
+                let resp = self.update_object(
+                    def,
+                    ns,
+                    name,
+                    Some("scale"),
+                    user,
+                    req,
+                    Some(&fm),
+                    move |cur| {
                         let mut next = cur.clone();
                         if rv.is_string() {
                             next["metadata"]["resourceVersion"] = rv;
                         }
                         set_pointer(&mut next, &spec_path, json!(replicas));
                         Ok(next)
-                    })?;
+                    },
+                )?;
                 let obj = match &resp.body {
                     crate::request::Body::Json(v) => v.clone(),
                     _ => Value::Null,
@@ -2081,6 +2211,58 @@ fn csr_request_cause(obj: &Value) -> Option<FieldCause> {
         ),
         field: "spec.request".into(),
     })
+}
+
+/// Puts computed `managedFields` on an object (none: the key goes).
+fn set_managed_fields(obj: &mut Value, managed: Value) {
+    let m = meta_mut(obj);
+    if managed.is_null() {
+        m.remove("managedFields");
+    } else {
+        m.insert("managedFields".into(), managed);
+    }
+}
+
+/// Namespace defaulting: the `kubernetes.io/metadata.name` label.
+fn default_namespace_label(def: &ResourceDef, obj: &mut Value) {
+    if def.group.is_empty() && def.kind == "Namespace" {
+        let name = str_at(obj, &["metadata", "name"]).unwrap_or("").to_string();
+        let m = meta_mut(obj);
+        if !m.get("labels").is_some_and(Value::is_object) {
+            m.insert("labels".into(), json!({}));
+        }
+        m["labels"]["kubernetes.io/metadata.name"] = json!(name);
+    }
+}
+
+/// Server-side apply's pruning: fields the applier owned and its new configuration leaves
+/// out go, unless another manager owns them or something below them.
+fn prune_unapplied(op: &Operation, current: &Value, merged: &mut Value) {
+    let Some((config, _)) = &op.apply else {
+        return;
+    };
+    let Ok(entries) = managed_fields::decode(current) else {
+        return;
+    };
+    let me = entries.iter().find(|e| {
+        e.operation == "Apply" && e.manager == op.manager && e.subresource == op.subresource
+    });
+    let Some(me) = me else {
+        return;
+    };
+    let others = entries
+        .iter()
+        .filter(|e| !std::ptr::eq(*e, me))
+        .fold(managed_fields::FieldSet::new(), |acc, e| acc.union(&e.set));
+    let mut gone = me.set.difference(config).paths();
+    // Deepest first, so a parent goes after what it held.
+    gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in gone {
+        let owned_below = others.paths().iter().any(|o| o.starts_with(&p));
+        if !owned_below {
+            managed_fields::remove_path(merged, &p);
+        }
+    }
 }
 
 /// A strategic-merge failure with the code upstream gives it (400 malformed, 422, else 500).

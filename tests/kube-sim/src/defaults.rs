@@ -606,8 +606,6 @@ fn add_finalizer(o: &mut Obj, name: &str) {
 fn default_pod(o: &mut Obj) {
     if let Some(spec) = child_or_create(o, "spec") {
         default_pod_spec(spec, true);
-        default_pod_tolerations(spec);
-        default_pod_priority(spec);
     }
     let qos = pod_qos_class_obj(o);
     if let Some(status) = child_or_create(o, "status") {
@@ -1214,6 +1212,8 @@ fn default_daemon_set(o: &mut Obj) {
 fn default_job(o: &mut Obj) {
     if let Some(spec) = child_or_create(o, "spec") {
         default_job_spec(spec);
+        // A Job's own defaulting, not its template's in a CronJob.
+        default_val(spec, "manualSelector", json!(false));
     }
     copy_template_labels_to_job(o);
     child_or_create(o, "status");
@@ -1329,6 +1329,37 @@ fn default_service(o: &mut Obj) {
     if svc_type == "LoadBalancer" {
         default_val(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
+    if let Some(st) = child_or_create(o, "status") {
+        child_or_create(st, "loadBalancer");
+    }
+}
+
+/// What kube-apiserver fills in after defaulting, in admission and the service REST storage:
+/// a pod's default tolerations (DefaultTolerationSeconds) and priority (Priority admission) on
+/// create, a Service's `clusterIPs` and IP families. These are nobody's fields: the field
+/// manager has already looked at the object when they are set.
+pub fn after_defaulting(group: &str, kind: &str, obj: &mut Value, create: bool) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    match (group, kind) {
+        ("", "Pod") if create => {
+            if let Some(spec) = child_or_create(o, "spec") {
+                default_pod_tolerations(spec);
+                default_pod_priority(spec);
+            }
+        }
+        ("", "Service") => {
+            if let Some(spec) = child_or_create(o, "spec") {
+                service_ip_config(spec);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn service_ip_config(spec: &mut Obj) {
+    let svc_type = get_str(spec, "type").to_string();
     // clusterIP <-> clusterIPs[0]
     let first_ip = spec
         .get("clusterIPs")
@@ -1369,9 +1400,6 @@ fn default_service(o: &mut Obj) {
                 }
             }
         }
-    }
-    if let Some(st) = child_or_create(o, "status") {
-        child_or_create(st, "loadBalancer");
     }
 }
 
@@ -2019,11 +2047,15 @@ mod tests {
 
         let mut headless = json!({"spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
         apply_defaults("", "v1", "Service", &mut headless);
+        // IP families are the service storage's, after defaulting (and field ownership).
+        assert!(headless["spec"].get("ipFamilies").is_none());
+        after_defaulting("", "Service", &mut headless, true);
         assert_eq!(headless["spec"]["ipFamilyPolicy"], "RequireDualStack");
         assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
 
         let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "example.com"}});
         apply_defaults("", "v1", "Service", &mut ext);
+        after_defaulting("", "Service", &mut ext, true);
         assert!(ext["spec"].get("ipFamilies").is_none());
         assert!(ext["spec"].get("internalTrafficPolicy").is_none());
 

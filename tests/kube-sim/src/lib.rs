@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod faults;
 pub mod go_json;
+pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;
 pub mod request;
@@ -210,7 +211,7 @@ impl KubeSim {
         };
         let created = self
             .sim
-            .create_object(&def, ns.as_deref(), obj, &admin, false)?;
+            .create_object(&def, ns.as_deref(), obj, &admin, false, None)?;
         Ok((*created).clone())
     }
 
