@@ -1,6 +1,7 @@
 //! API semantics every client relies on, checked through kube-rs only: optimistic
 //! concurrency, paginated lists, deletion propagation finalizers, errors as Status objects,
-//! generation and the status/scale subresources, namespace lifecycle and pod admission.
+//! generation and the status/scale subresources, namespace lifecycle and pod admission, and
+//! field ownership (managedFields, server-side apply conflicts).
 
 use std::time::Duration;
 
@@ -569,5 +570,185 @@ async fn status_writes_keep_the_spec_and_take_annotations() {
     );
     assert_eq!(written.spec.unwrap().replicas, Some(0), "the spec is kept");
     assert_eq!(written.status.unwrap().observed_generation, Some(1));
+    c.cleanup().await;
+}
+
+/// The entry of `manager` (and `subresource`) in an object's managedFields.
+fn entry<'a>(
+    meta: &'a kube::api::ObjectMeta,
+    manager: &str,
+    subresource: Option<&str>,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> {
+    meta.managed_fields
+        .as_ref()?
+        .iter()
+        .find(|e| e.manager.as_deref() == Some(manager) && e.subresource.as_deref() == subresource)
+}
+
+fn fields(
+    e: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+) -> serde_json::Value {
+    e.fields_v1
+        .as_ref()
+        .map(|f| f.0.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_ownership_is_recorded_per_manager() {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("managed").await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), &ns);
+    let pp = |m: &str| PostParams {
+        field_manager: Some(m.into()),
+        ..Default::default()
+    };
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d", "labels": {"app": "d"}},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}))
+    .unwrap();
+    let created = deployments
+        .create(&pp("creator"), &deployment)
+        .await
+        .unwrap();
+    let e = entry(&created.metadata, "creator", None).expect("the creator's entry");
+    assert_eq!(e.operation.as_deref(), Some("Update"));
+    assert_eq!(e.api_version.as_deref(), Some("apps/v1"));
+    assert!(e.time.is_some());
+    let f = fields(e);
+    // Defaults are the creator's; a selector is one atomic leaf; a container is keyed by name;
+    // struct fields Go always writes (spec, template, strategy) have no "." of their own.
+    assert_eq!(f["f:spec"]["f:replicas"], json!({}));
+    assert_eq!(f["f:spec"]["f:revisionHistoryLimit"], json!({}));
+    assert_eq!(f["f:spec"]["f:selector"], json!({}));
+    assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:app": {}}));
+    assert!(f["f:spec"]["f:template"].get(".").is_none());
+    assert!(f["f:spec"]["f:strategy"].get(".").is_none());
+    assert_eq!(f["f:spec"]["f:strategy"]["f:rollingUpdate"]["."], json!({}));
+    let container = &f["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
+    assert_eq!(container["."], json!({}));
+    assert_eq!(container["f:image"], json!({}));
+    assert_eq!(container["f:imagePullPolicy"], json!({}));
+    assert!(
+        f.get("f:status").is_none(),
+        "the main resource owns no status"
+    );
+
+    // A status write is its own entry, owning only status.
+    let mut s = created.clone();
+    s.metadata.managed_fields = None;
+    s.status =
+        Some(serde_json::from_value(json!({"observedGeneration": 1, "replicas": 2})).unwrap());
+    let written = deployments
+        .replace_status("d", &pp("status-writer"), &s)
+        .await
+        .unwrap();
+    let e = entry(&written.metadata, "status-writer", Some("status")).expect("a status entry");
+    assert_eq!(
+        fields(e),
+        json!({"f:status": {"f:observedGeneration": {}, "f:replicas": {}}})
+    );
+
+    // /scale: the scaler owns the replicas, without a time; the creator no longer does.
+    let scaled = deployments
+        .patch_scale(
+            "d",
+            &PatchParams {
+                field_manager: Some("scaler".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(3));
+    let d = deployments.get("d").await.unwrap();
+    let e = entry(&d.metadata, "scaler", Some("scale")).expect("a scale entry");
+    assert_eq!(fields(e), json!({"f:spec": {"f:replicas": {}}}));
+    assert!(e.time.is_none());
+    let creator = fields(entry(&d.metadata, "creator", None).unwrap());
+    assert!(creator["f:spec"].get("f:replicas").is_none());
+
+    // Server-side apply: the applier owns its configuration's fields; another applier
+    // changing one of them conflicts; forcing takes it over.
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let apply = |m: &str, force: bool| {
+        let p = PatchParams::apply(m);
+        if force {
+            p.force()
+        } else {
+            p
+        }
+    };
+    let cfg = |data: serde_json::Value| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data}),
+        )
+    };
+    let applied = cms
+        .patch("ssa", &apply("a", false), &cfg(json!({"k": "v", "j": "1"})))
+        .await
+        .unwrap();
+    let e = entry(&applied.metadata, "a", None).unwrap();
+    assert_eq!(e.operation.as_deref(), Some("Apply"));
+    assert_eq!(fields(e), json!({"f:data": {"f:j": {}, "f:k": {}}}));
+    let r = cms
+        .patch("ssa", &apply("b", false), &cfg(json!({"k": "w"})))
+        .await;
+    match r {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 409);
+            assert_eq!(s.reason, "Conflict");
+            assert_eq!(
+                s.message,
+                "Apply failed with 1 conflict: conflict with \"a\": .data.k"
+            );
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // The same value is no conflict: both own it.
+    let shared = cms
+        .patch("ssa", &apply("b", false), &cfg(json!({"k": "v"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        fields(entry(&shared.metadata, "b", None).unwrap()),
+        json!({"f:data": {"f:k": {}}})
+    );
+    let forced = cms
+        .patch("ssa", &apply("b", true), &cfg(json!({"k": "w"})))
+        .await
+        .unwrap();
+    assert_eq!(forced.data.as_ref().unwrap()["k"], "w");
+    assert_eq!(
+        fields(entry(&forced.metadata, "a", None).unwrap()),
+        json!({"f:data": {"f:j": {}}}),
+        "a lost k to the forced apply"
+    );
+    // A field its applier stops setting, that nobody else owns, goes.
+    let pruned = cms
+        .patch("ssa", &apply("a", false), &cfg(json!({})))
+        .await
+        .unwrap();
+    let data = pruned.data.clone().unwrap_or_default();
+    assert!(!data.contains_key("j"), "j is pruned: {data:?}");
+    assert_eq!(data["k"], "w", "k is b's and stays");
+    // An update by a third manager takes the field it changes from the applier.
+    let mut edited = pruned.clone();
+    edited
+        .data
+        .get_or_insert_with(Default::default)
+        .insert("k".into(), "x".into());
+    let edited = cms.replace("ssa", &pp("editor"), &edited).await.unwrap();
+    assert_eq!(
+        fields(entry(&edited.metadata, "editor", None).unwrap()),
+        json!({"f:data": {"f:k": {}}})
+    );
+    assert!(
+        entry(&edited.metadata, "b", None).is_none(),
+        "b owned nothing else"
+    );
     c.cleanup().await;
 }
