@@ -331,3 +331,96 @@ async fn rollout_status_history_undo_pause_resume() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_owns_fields_and_reports_conflicts() {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("kssa").await.unwrap();
+    let manifest = |image: &str| deployment_yaml(&ns, 2, image);
+    let out = c
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], &manifest("nginx:1"))
+        .await
+        .unwrap();
+    assert!(
+        out.contains("deployment.apps/web serverside-applied"),
+        "{out}"
+    );
+    let out = c
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], &manifest("nginx:1"))
+        .await
+        .unwrap();
+    assert!(
+        out.contains("deployment.apps/web serverside-applied"),
+        "{out}"
+    );
+    let d: Value = serde_json::from_str(
+        &c.kubectl_ok(&[
+            "-n",
+            &ns,
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let kubectl = d["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubectl" && e["operation"] == "Apply")
+        .cloned()
+        .expect("kubectl's apply entry");
+    let container = &kubectl["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+        ["k:{\"name\":\"c\"}"];
+    assert_eq!(container["f:image"], json!({}), "{kubectl}");
+    assert_eq!(
+        container["f:env"]["k:{\"name\":\"A\"}"]["f:value"],
+        json!({})
+    );
+    assert!(
+        kubectl["fieldsV1"]["f:spec"]
+            .get("f:revisionHistoryLimit")
+            .is_none(),
+        "an applier owns only what it applied"
+    );
+
+    // Another manager applying a different image conflicts, and kubectl says with whom.
+    let err = c
+        .kubectl_stdin(
+            &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+            &manifest("nginx:2"),
+        )
+        .await
+        .expect_err("a conflicting apply fails");
+    assert!(
+        format!("{err:#}").contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.template.spec.containers[name=\"c\"].image"
+        ),
+        "{err:#}"
+    );
+    let out = c
+        .kubectl_stdin(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=other",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            &manifest("nginx:2"),
+        )
+        .await
+        .unwrap();
+    assert!(out.contains("serverside-applied"), "{out}");
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), &ns);
+    let d = api.get("web").await.unwrap();
+    let spec = d.spec.unwrap().template.spec.unwrap();
+    assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:2"));
+    c.cleanup().await;
+}

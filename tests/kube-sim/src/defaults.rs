@@ -1843,6 +1843,7 @@ mod tests {
             let (g, v) = group_version(req["apiVersion"].as_str().unwrap_or(""));
             let kind = req["kind"].as_str().unwrap_or("").to_string();
             apply_defaults(&g, &v, &kind, &mut req);
+            after_defaulting(&g, &kind, &mut req, true);
             prepare_for_create(&g, &v, &kind, &mut req, "");
             if kind == "Pod" {
                 let vol = resp["spec"]["volumes"][0]["name"].as_str().unwrap_or("");
