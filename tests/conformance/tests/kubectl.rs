@@ -422,5 +422,22 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
     let d = api.get("web").await.unwrap();
     let spec = d.spec.unwrap().template.spec.unwrap();
     assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:2"));
+
+    c.kubectl_ok(&["-n", &ns, "get", "events"]).await.unwrap();
+    let out = c
+        .kubectl_ok(&["delete", "ns", &ns, "--wait=false"])
+        .await
+        .unwrap();
+    assert!(
+        out.contains(&format!("namespace \"{ns}\" deleted")),
+        "{out}"
+    );
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.client.clone());
+    if let Some(n) = nss.get_opt(&ns).await.unwrap() {
+        assert!(
+            n.metadata.deletion_timestamp.is_some(),
+            "the namespace is terminating"
+        );
+    }
     c.cleanup().await;
 }
