@@ -878,11 +878,10 @@ impl Sim {
         obj["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
-            default_namespace_label(def, &mut obj);
         }
         // Field ownership is worked out on the object as decoded and defaulted, before
         // admission and the strategy add their own fields.
-        let snapshot = obj.clone();
+        let mut snapshot = obj.clone();
         if def.custom.is_none() {
             defaults::after_defaulting(&def.group, &def.kind, &mut obj, true);
             defaults::prepare_for_create(
@@ -893,14 +892,11 @@ impl Sim {
                 &timestamp(now()),
             );
         }
-        let managed = match fm {
-            Some(op) => Some(self.managed_fields(op, None, &snapshot)?),
-            None => None,
-        };
-        self.mutate_on_create(def, &mut obj, user);
-        if let Some(m) = managed {
-            set_managed_fields(&mut obj, m);
+        if let Some(op) = fm {
+            own_fields(op, None, &mut snapshot)?;
+            set_managed_fields(&mut obj, snapshot["metadata"]["managedFields"].take());
         }
+        self.mutate_on_create(def, &mut obj, user);
         let mut t = self.store.lock();
         let subject = Subject::new(&def.group, &def.resource, &name);
         if let Some(ns) = ns.filter(|_| def.namespaced) {
@@ -1234,10 +1230,7 @@ impl Sim {
                     op.run_scale(&mut next, &path);
                 }
             }
-            Some(op) => {
-                let managed = self.managed_fields(op, Some(&current), &next)?;
-                set_managed_fields(&mut next, managed);
-            }
+            Some(op) => own_fields(op, Some(&current), &mut next)?,
             None => {}
         }
         if def.custom.is_none() {
@@ -1557,7 +1550,7 @@ impl Sim {
                         json_patch::merge(&mut doc, &applied);
                         doc
                     };
-                    prune_unapplied(&fm, cur, &mut merged);
+                    fm.prune_unapplied(cur, &mut merged);
                     Ok(merged)
                 })?;
                 Ok(with_warnings(out, warnings))
@@ -1567,9 +1560,13 @@ impl Sim {
 
     /// The API server's own writes (its bootstrap objects), as manager `kube-apiserver`.
     fn system_operation(def: &ResourceDef) -> Operation {
+        Self::operation_by(def, "kube-apiserver".into(), None)
+    }
+
+    fn operation_by(def: &ResourceDef, manager: String, sub: Option<&str>) -> Operation {
         Operation {
-            manager: "kube-apiserver".into(),
-            subresource: String::new(),
+            manager,
+            subresource: sub.unwrap_or("").to_string(),
             api_version: def.api_version(),
             group: def.group.clone(),
             kind: def.kind.clone(),
@@ -1588,37 +1585,13 @@ impl Sim {
         sub: Option<&str>,
         applied: Option<&Value>,
     ) -> Operation {
-        let mut op = Operation {
-            manager: managed_fields::manager_name(req.param("fieldManager"), &req.user_agent),
-            subresource: sub.unwrap_or("").to_string(),
-            api_version: def.api_version(),
-            group: def.group.clone(),
-            kind: def.kind.clone(),
-            has_status: def.has_status(),
-            now: timestamp(now()),
-            apply: None,
-        };
+        let manager = managed_fields::manager_name(req.param("fieldManager"), &req.user_agent);
+        let mut op = Self::operation_by(def, manager, sub);
         if let Some(config) = applied {
             let set = managed_fields::to_field_set(config, op.ty());
             op.apply = Some((set, req.flag("force")));
         }
         op
-    }
-
-    /// The `managedFields` after `op` turned `old` into `new`, or the apply conflict.
-    fn managed_fields(&self, op: &Operation, old: Option<&Value>, new: &Value) -> ApiResult<Value> {
-        let mut snap = new.clone();
-        op.run(old, &mut snap).map_err(|c| {
-            let causes: Vec<Value> = c
-                .0
-                .iter()
-                .map(|(m, p)| {
-                    json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": p})
-                })
-                .collect();
-            ApiError::new(409, "Conflict", c.message()).with_details(json!({"causes": causes}))
-        })?;
-        Ok(snap["metadata"]["managedFields"].clone())
     }
 
     // ----- deleting -----
@@ -2213,6 +2186,21 @@ fn csr_request_cause(obj: &Value) -> Option<FieldCause> {
     })
 }
 
+/// Works out the `managedFields` of `new` after `op` turned `old` into it, in place; an apply
+/// conflict is kube-apiserver's 409.
+fn own_fields(op: &Operation, old: Option<&Value>, new: &mut Value) -> ApiResult<()> {
+    op.run(old, new).map_err(|c| {
+        let causes: Vec<Value> = c
+            .0
+            .iter()
+            .map(|(m, p)| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": p})
+            })
+            .collect();
+        ApiError::new(409, "Conflict", c.message()).with_details(json!({"causes": causes}))
+    })
+}
+
 /// Puts computed `managedFields` on an object (none: the key goes).
 fn set_managed_fields(obj: &mut Value, managed: Value) {
     let m = meta_mut(obj);
@@ -2220,48 +2208,6 @@ fn set_managed_fields(obj: &mut Value, managed: Value) {
         m.remove("managedFields");
     } else {
         m.insert("managedFields".into(), managed);
-    }
-}
-
-/// Namespace defaulting: the `kubernetes.io/metadata.name` label.
-fn default_namespace_label(def: &ResourceDef, obj: &mut Value) {
-    if def.group.is_empty() && def.kind == "Namespace" {
-        let name = str_at(obj, &["metadata", "name"]).unwrap_or("").to_string();
-        let m = meta_mut(obj);
-        if !m.get("labels").is_some_and(Value::is_object) {
-            m.insert("labels".into(), json!({}));
-        }
-        m["labels"]["kubernetes.io/metadata.name"] = json!(name);
-    }
-}
-
-/// Server-side apply's pruning: fields the applier owned and its new configuration leaves
-/// out go, unless another manager owns them or something below them.
-fn prune_unapplied(op: &Operation, current: &Value, merged: &mut Value) {
-    let Some((config, _)) = &op.apply else {
-        return;
-    };
-    let Ok(entries) = managed_fields::decode(current) else {
-        return;
-    };
-    let me = entries.iter().find(|e| {
-        e.operation == "Apply" && e.manager == op.manager && e.subresource == op.subresource
-    });
-    let Some(me) = me else {
-        return;
-    };
-    let others = entries
-        .iter()
-        .filter(|e| !std::ptr::eq(*e, me))
-        .fold(managed_fields::FieldSet::new(), |acc, e| acc.union(&e.set));
-    let mut gone = me.set.difference(config).paths();
-    // Deepest first, so a parent goes after what it held.
-    gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in gone {
-        let owned_below = others.paths().iter().any(|o| o.starts_with(&p));
-        if !owned_below {
-            managed_fields::remove_path(merged, &p);
-        }
     }
 }
 

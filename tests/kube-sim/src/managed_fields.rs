@@ -524,19 +524,22 @@ pub fn zero_object(group: &str, version: &str, kind: &str) -> Value {
 /// What kube-apiserver's conversion to its internal types and back leaves on an object before
 /// field ownership is worked out: a DaemonSet always carries its template generation
 /// annotation (0 until the strategy sets it), so its writer owns that annotation.
-pub fn as_converted(group: &str, kind: &str, obj: &mut Value) {
-    if group == "apps" && kind == "DaemonSet" {
-        let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-            return;
-        };
-        let ann = m.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(a) = ann.as_object_mut() {
-            a.entry("deprecated.daemonset.template.generation")
-                .or_insert_with(|| json!("0"));
-        } else {
-            *ann = json!({"deprecated.daemonset.template.generation": "0"});
-        }
+pub fn as_converted(group: &str, kind: &str, obj: &Value) -> Option<Value> {
+    const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+    if group != "apps"
+        || kind != "DaemonSet"
+        || !obj["metadata"]["annotations"][TEMPLATE_GENERATION].is_null()
+    {
+        return None;
     }
+    let mut obj = obj.clone();
+    let m = obj.get_mut("metadata")?.as_object_mut()?;
+    let ann = m.entry("annotations").or_insert_with(|| json!({}));
+    if !ann.is_object() {
+        *ann = json!({});
+    }
+    ann[TEMPLATE_GENERATION] = json!("0");
+    Some(obj)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -657,6 +660,10 @@ fn walk_compare(
                 }
             }
             for k in keys {
+                if k == "managedFields" && path.as_slice() == [Pe::Field("metadata".into())] {
+                    // The ownership records are not fields anyone owns.
+                    continue;
+                }
                 path.push(Pe::Field(k.clone()));
                 walk_compare(
                     path,
@@ -1011,20 +1018,12 @@ impl Operation {
                 &zero
             }
         };
-        let strip_mf = |v: &Value| {
-            let mut v = v.clone();
-            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.shift_remove("managedFields");
-            }
-            v
-        };
-        let mut converted = strip_mf(new);
-        as_converted(&self.group, &self.kind, &mut converted);
-        let c = compare(&strip_mf(before), &converted, self.ty());
+        let converted = as_converted(&self.group, &self.kind, new);
+        let c = compare(before, converted.as_ref().unwrap_or(new), self.ty());
         let changed = self.owned(&c.added.union(&c.modified));
         let removed = self.owned(&c.removed);
         let me = self.entry(FieldSet::default());
-        if let Some((config, force)) = &self.apply {
+        if let Some((_, force)) = &self.apply {
             let mut conflicts = Vec::new();
             for e in entries.iter().filter(|e| !e.same_manager(&me)) {
                 for p in e.set.intersection(&changed).paths() {
@@ -1034,40 +1033,70 @@ impl Operation {
             if !conflicts.is_empty() && !force {
                 return Err(Conflicts(conflicts));
             }
-            for e in entries.iter_mut().filter(|e| !e.same_manager(&me)) {
-                e.set = e.set.difference(&changed).difference(&removed);
-            }
-            let config = self.owned(config);
-            match entries.iter_mut().find(|e| e.same_manager(&me)) {
-                Some(e) => {
-                    let object_changed =
-                        !c.added.is_empty() || !c.modified.is_empty() || !c.removed.is_empty();
-                    e.set = config;
-                    e.api_version = self.api_version.clone();
-                    if object_changed {
-                        e.time = Some(self.now.clone());
-                    }
-                }
-                None => entries.push(self.entry(config)),
-            }
-        } else {
-            for e in entries.iter_mut().filter(|e| !e.same_manager(&me)) {
-                e.set = e.set.difference(&changed).difference(&removed);
-            }
-            if !changed.is_empty() {
+        }
+        // Everyone else loses what this write changed or removed.
+        for e in entries.iter_mut().filter(|e| !e.same_manager(&me)) {
+            e.set = e.set.difference(&changed).difference(&removed);
+        }
+        match &self.apply {
+            Some((config, _)) => {
+                let config = self.owned(config);
                 match entries.iter_mut().find(|e| e.same_manager(&me)) {
                     Some(e) => {
-                        e.set = e.set.difference(&removed).union(&changed);
-                        e.time = Some(self.now.clone());
+                        let object_changed =
+                            !c.added.is_empty() || !c.modified.is_empty() || !c.removed.is_empty();
+                        e.set = config;
+                        e.api_version = self.api_version.clone();
+                        if object_changed {
+                            e.time = Some(self.now.clone());
+                        }
                     }
-                    None => entries.push(self.entry(changed)),
+                    None => entries.push(self.entry(config)),
                 }
-            } else if let Some(e) = entries.iter_mut().find(|e| e.same_manager(&me)) {
-                e.set = e.set.difference(&removed);
+            }
+            None if !changed.is_empty() => match entries.iter_mut().find(|e| e.same_manager(&me)) {
+                Some(e) => {
+                    e.set = e.set.difference(&removed).union(&changed);
+                    e.time = Some(self.now.clone());
+                }
+                None => entries.push(self.entry(changed)),
+            },
+            None => {
+                if let Some(e) = entries.iter_mut().find(|e| e.same_manager(&me)) {
+                    e.set = e.set.difference(&removed);
+                }
             }
         }
         encode(new, entries);
         Ok(())
+    }
+
+    /// Server-side apply's pruning: fields this applier owned and its new configuration leaves
+    /// out go from `merged`, unless another manager owns them or something below them.
+    pub fn prune_unapplied(&self, current: &Value, merged: &mut Value) {
+        let Some((config, _)) = &self.apply else {
+            return;
+        };
+        let Ok(entries) = decode(current) else {
+            return;
+        };
+        let me = self.entry(FieldSet::default());
+        let Some(mine) = entries.iter().find(|e| e.same_manager(&me)) else {
+            return;
+        };
+        let others: Vec<Vec<Pe>> = entries
+            .iter()
+            .filter(|e| !e.same_manager(&me))
+            .fold(FieldSet::new(), |acc, e| acc.union(&e.set))
+            .paths();
+        let mut gone = mine.set.difference(config).paths();
+        // Deepest first, so a parent goes after what it held.
+        gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in gone {
+            if !others.iter().any(|o| o.starts_with(&p)) {
+                remove_path(merged, &p);
+            }
+        }
     }
 
     /// A write through `/scale` that changed the replicas at `replicas` (a path of field names
