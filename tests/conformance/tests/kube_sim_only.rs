@@ -114,3 +114,32 @@ async fn fault_injection_endpoints_are_admin_only_and_work() {
     };
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_is_lifted_over_http() {
+    let c = TestCluster::start().await.unwrap();
+    let Some(_) = c.sim_only("pausing the API server") else {
+        return;
+    };
+    let ns = c.namespace("pause").await.unwrap();
+    raw(&c.client, "POST", "/kube-sim/faults/pause")
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let waiting = tokio::spawn(async move { api.list(&ListParams::default()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "a request was served while paused");
+    // The fault API itself is not paused, or nothing could resume serving.
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        raw(&c.client, "POST", "/kube-sim/faults/resume"),
+    )
+    .await
+    .expect("the resume request waited for the pause")
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the paused request was not released")
+        .unwrap()
+        .unwrap();
+}

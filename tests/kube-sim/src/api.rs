@@ -27,7 +27,10 @@ pub struct Sim {
     pub store: Store,
     pub metrics: Metrics,
     pub faults: Faults,
+    pub authorizer: crate::rbac::Authorizer,
     tokens: RwLock<HashMap<String, User>>,
+    /// The `kid` of the tokens this cluster issues (upstream: the signing key's hash).
+    token_key_id: String,
     ips: Mutex<IpAllocator>,
 }
 
@@ -89,6 +92,10 @@ impl IpAllocator {
         }
     }
 }
+
+/// The API server's audience and service-account issuer (kube-apiserver's default
+/// `--api-audiences` and `--service-account-issuer` as kubeadm sets them).
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc";
 
 pub fn now() -> DateTime<Utc> {
     Utc::now()
@@ -195,17 +202,25 @@ impl Sim {
             store: Store::new(history),
             metrics: Metrics::new(),
             faults: Faults::default(),
+            authorizer: crate::rbac::Authorizer::default(),
             tokens: RwLock::new(HashMap::new()),
+            token_key_id: {
+                let mut key = [0u8; 32];
+                rand::rng().fill(&mut key[..]);
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+            },
             ips: Mutex::new(IpAllocator::new(service_cidr)),
         }
     }
 
-    /// What kube-apiserver creates at start: the system namespaces and the `kubernetes` Service.
+    /// What kube-apiserver creates at start: the system namespaces, the `kubernetes` Service
+    /// and the bootstrap RBAC policy.
     pub fn bootstrap(&self) {
         let admin = User {
             name: "system:apiserver".into(),
             uid: uuid::Uuid::new_v4().to_string(),
             groups: vec!["system:masters".into()],
+            ..Default::default()
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let _ = self.create_object(
@@ -228,6 +243,36 @@ impl Sim {
             false,
             Some(&Self::system_operation(&self.def("", "v1", "services"))),
         );
+        for (resource, obj) in crate::rbac::bootstrap_objects() {
+            let def = self.def(crate::rbac::GROUP, "v1", resource);
+            let ns = obj["metadata"]["namespace"].as_str().map(String::from);
+            if let Err(e) = self.create_object(
+                &def,
+                ns.as_deref(),
+                obj,
+                &admin,
+                false,
+                Some(&Self::system_operation(&def)),
+            ) {
+                tracing::warn!(error = %e, resource, "bootstrap policy object not created");
+            }
+        }
+    }
+
+    /// The policy to check a write of an RBAC object against for escalation, when it needs
+    /// checking (an RBAC kind written by someone outside `system:masters`).
+    fn escalation_policy(
+        &self,
+        def: &ResourceDef,
+        user: &User,
+    ) -> Option<Arc<crate::rbac::Policy>> {
+        (def.group == crate::rbac::GROUP && def.custom.is_none() && !user.is_admin())
+            .then(|| self.authorizer.policy(&self.store))
+    }
+
+    /// Whether `user` may do what `attrs` describe, as kube-apiserver's authorizers say.
+    pub fn authorize(&self, user: &User, attrs: &crate::rbac::Attributes) -> crate::rbac::Decision {
+        self.authorizer.authorize(&self.store, user, attrs)
     }
 
     fn def(&self, g: &str, v: &str, r: &str) -> Arc<ResourceDef> {
@@ -295,7 +340,7 @@ impl Sim {
                     return self.bind(&def, ns.unwrap_or_default(), None, body);
                 }
                 if !def.is_stored() {
-                    return self.review(&def, body, &user);
+                    return self.review(&def, ns, body, &user, req);
                 }
                 let (obj, warnings) = self.check_fields(&def, body, req)?;
                 let dry = req.param("dryRun").is_some();
@@ -398,7 +443,7 @@ impl Sim {
             }
             (Some(name), Some("token")) if *m == Method::POST => {
                 let body = self.decode_json(req)?;
-                self.token_request(ns.unwrap_or_default(), name, body)
+                self.token_request(ns.unwrap_or_default(), name, body, req)
             }
             _ => Err(ApiError::method_not_allowed(m.as_str())),
         }
@@ -821,6 +866,10 @@ impl Sim {
         if !def.has_verb("create") {
             return Err(ApiError::method_not_allowed("create"));
         }
+        if let Some(policy) = self.escalation_policy(def, user) {
+            let ns = if def.namespaced { ns.unwrap_or("") } else { "" };
+            crate::rbac::escalation::confirm(&policy, user, &def.resource, ns, "", &obj, None)?;
+        }
         let body_ns = str_at(&obj, &["metadata", "namespace"])
             .unwrap_or("")
             .to_string();
@@ -1091,7 +1140,8 @@ impl Sim {
         if !def.has_verb("update") && sub.is_none() {
             return Err(ApiError::method_not_allowed("update"));
         }
-        let _ = user;
+        // Compiled before the store's lock is taken: compiling reads the store.
+        let escalation_policy = self.escalation_policy(def, user);
         let mut t = self.store.lock();
         let key = def.key();
         let ns_s = if def.namespaced { ns.unwrap_or("") } else { "" };
@@ -1103,6 +1153,17 @@ impl Sim {
             return Err(ApiError::bad_request(
                 "the object provided is not a JSON object",
             ));
+        }
+        if let Some(policy) = &escalation_policy {
+            crate::rbac::escalation::confirm(
+                policy,
+                user,
+                &def.resource,
+                ns_s,
+                name,
+                &next,
+                Some(&current),
+            )?;
         }
         let subject = Subject::new(&def.group, &def.resource, name);
         // Optimistic concurrency: a resourceVersion in the request must be the current one.
@@ -2097,71 +2158,277 @@ impl Sim {
         Ok(ApiResponse::json(201, success(Some(201), None)))
     }
 
-    fn token_request(&self, ns: &str, sa: &str, body: Value) -> ApiResult<ApiResponse> {
+    /// TokenRequest (`serviceaccounts/NAME/token`): a token for the ServiceAccount, shaped
+    /// as the service-account issuer's JWTs are, that authenticates as it from now on.
+    fn token_request(
+        &self,
+        ns: &str,
+        sa: &str,
+        body: Value,
+        req: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
         let sa_obj = self.get_object(&self.def("", "v1", "serviceaccounts"), Some(ns), sa)?;
         let ttl = body["spec"]["expirationSeconds"]
             .as_i64()
             .unwrap_or(3600)
             .max(600);
-        let token = format!("kube-sim.{}", random_suffix(40));
+        let audiences: Vec<Value> = body["spec"]["audiences"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .cloned()
+            .unwrap_or_else(|| vec![json!(API_AUDIENCE)]);
+        let uid = sa_obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let issued = now();
+        let token = self.service_account_jwt(ns, sa, &uid, &audiences, issued, ttl);
         self.register_token(
             &token,
             User {
                 name: format!("system:serviceaccount:{ns}:{sa}"),
-                uid: sa_obj["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                uid,
                 groups: vec![
                     "system:serviceaccounts".into(),
                     format!("system:serviceaccounts:{ns}"),
                     "system:authenticated".into(),
                 ],
+                ..Default::default()
             },
         );
-        let mut out = json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": sa, "namespace": ns, "creationTimestamp": null},
-            "spec": {"audiences": body["spec"]["audiences"].as_array().cloned().unwrap_or_else(|| vec![json!("https://kubernetes.default.svc.cluster.local")]),
-                     "expirationSeconds": ttl, "boundObjectRef": body["spec"]["boundObjectRef"].clone()},
-            "status": {"token": token, "expirationTimestamp": timestamp(now() + chrono::Duration::seconds(ttl))}});
-        if out["spec"]["boundObjectRef"].is_null() {
-            out["spec"]
-                .as_object_mut()
-                .map(|m| m.remove("boundObjectRef"));
+        // The TokenRequest's own fields, as its writer sent them, are what it owns.
+        let mut sent = body.clone();
+        if !sent["metadata"].is_object() {
+            sent["metadata"] = json!({});
         }
+        let op = Operation {
+            manager: managed_fields::manager_name(req.param("fieldManager"), &req.user_agent),
+            subresource: "token".into(),
+            api_version: "authentication.k8s.io/v1".into(),
+            group: "authentication.k8s.io".into(),
+            kind: "TokenRequest".into(),
+            has_status: false,
+            now: timestamp(issued),
+            apply: None,
+        };
+        own_fields(&op, None, &mut sent)?;
+        let mut metadata =
+            json!({"name": sa, "namespace": ns, "creationTimestamp": timestamp(issued)});
+        if let Some(m) = sent["metadata"].get("managedFields") {
+            metadata["managedFields"] = m.clone();
+        }
+        let out = json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": metadata,
+            "spec": {"audiences": audiences, "expirationSeconds": ttl,
+                     "boundObjectRef": body["spec"]["boundObjectRef"].clone()},
+            "status": {"token": token, "expirationTimestamp": timestamp(issued + chrono::Duration::seconds(ttl))}});
         Ok(ApiResponse::json(201, out))
     }
 
-    /// Create-only review kinds: authentication and authorization answers.
-    fn review(&self, def: &ResourceDef, body: Value, user: &User) -> ApiResult<ApiResponse> {
+    /// A token with the service-account issuer's header and claims (the signature is random:
+    /// kube-sim recognises its tokens by registration, not by signature).
+    fn service_account_jwt(
+        &self,
+        ns: &str,
+        sa: &str,
+        uid: &str,
+        audiences: &[Value],
+        issued: DateTime<Utc>,
+        ttl: i64,
+    ) -> String {
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        let header = json!({"alg": "RS256", "kid": self.token_key_id});
+        let iat = issued.timestamp();
+        let claims = json!({"aud": audiences, "exp": iat + ttl, "iat": iat, "iss": API_AUDIENCE,
+            "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": sa, "uid": uid}},
+            "nbf": iat, "sub": format!("system:serviceaccount:{ns}:{sa}")});
+        let mut signature = [0u8; 256];
+        rand::rng().fill(&mut signature[..]);
+        format!(
+            "{}.{}.{}",
+            b64(header.to_string().as_bytes()),
+            b64(claims.to_string().as_bytes()),
+            b64(&signature)
+        )
+    }
+
+    /// Create-only review kinds: authentication and authorization answers, from the same
+    /// authorizer every request goes through.
+    fn review(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        body: Value,
+        user: &User,
+        req: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let kind = def.kind.as_str();
         let mut out = body;
         out["apiVersion"] = json!(def.api_version());
         out["kind"] = json!(def.kind);
         if !out["metadata"].is_object() {
             out["metadata"] = json!({});
         }
-        out["metadata"]["creationTimestamp"] = Value::Null;
-        match def.kind.as_str() {
-            "TokenReview" => {
-                let token = str_at(&out, &["spec", "token"]).unwrap_or("").to_string();
-                out["status"] = match self.user_for_token(&token) {
-                    Some(u) => {
-                        json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": u.groups},
-                                      "audiences": out["spec"]["audiences"].clone()})
-                    }
-                    None => json!({"user": {}, "error": "invalid bearer token"}),
-                };
-            }
+        match kind {
+            // These two answer with an object of their own, not the one sent.
             "SelfSubjectReview" => {
-                out["status"] = json!({"userInfo": {"username": user.name, "uid": user.uid, "groups": user.groups}});
+                let mut info = json!({"username": user.name});
+                if !user.uid.is_empty() {
+                    info["uid"] = json!(user.uid);
+                }
+                if !user.groups.is_empty() {
+                    info["groups"] = json!(user.groups);
+                }
+                if !user.extra.is_empty() {
+                    info["extra"] = json!(user.extra);
+                }
+                return Ok(ApiResponse::json(
+                    201,
+                    json!({"kind": def.kind, "apiVersion": def.api_version(),
+                           "metadata": {"creationTimestamp": timestamp(now())},
+                           "status": {"userInfo": info}}),
+                ));
             }
             "SelfSubjectRulesReview" => {
-                out["status"] = json!({"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                                       "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": false});
+                let namespace = str_at(&out, &["spec", "namespace"]).unwrap_or("");
+                if namespace.is_empty() {
+                    return Err(ApiError::bad_request("no namespace on request"));
+                }
+                let (rules, errors) = self
+                    .authorizer
+                    .policy(&self.store)
+                    .rules_for(user, namespace);
+                return Ok(ApiResponse::json(
+                    201,
+                    json!({"kind": def.kind, "apiVersion": def.api_version(),
+                           "metadata": {"creationTimestamp": null}, "spec": {},
+                           "status": crate::rbac::rules_review_status(&rules, &errors)}),
+                ));
             }
-            _ => {
-                // kube-sim has no RBAC: every request of an authenticated user is allowed.
-                out["status"] = json!({"allowed": true, "reason": "kube-sim authorizes every authenticated request"});
+            "TokenReview" => {
+                if str_at(&out, &["spec", "token"]).unwrap_or("").is_empty() {
+                    return Err(ApiError::bad_request(
+                        "token is required for TokenReview in authentication",
+                    ));
+                }
+            }
+            "LocalSubjectAccessReview" => {
+                let ns = ns.unwrap_or("");
+                let body_ns = str_at(&out, &["metadata", "namespace"]).unwrap_or("");
+                if !body_ns.is_empty() && body_ns != ns {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                out["metadata"]["namespace"] = json!(ns);
+                self.validate_access_review(def, &out, Some(ns))?;
+            }
+            _ => self.validate_access_review(def, &out, None)?,
+        }
+        let op = self.operation(def, req, None, None);
+        own_fields(&op, None, &mut out)?;
+        out["metadata"]["creationTimestamp"] = Value::Null;
+        if kind == "TokenReview" {
+            let token = str_at(&out, &["spec", "token"]).unwrap_or("").to_string();
+            out["status"] = match self.user_for_token(&token) {
+                Some(u) => {
+                    let audiences = match out["spec"]["audiences"].as_array() {
+                        Some(a) if !a.is_empty() => json!(a),
+                        _ => json!([API_AUDIENCE]),
+                    };
+                    let mut info = json!({"username": u.name});
+                    if !u.uid.is_empty() {
+                        info["uid"] = json!(u.uid);
+                    }
+                    if !u.groups.is_empty() {
+                        info["groups"] = json!(u.groups);
+                    }
+                    json!({"authenticated": true, "user": info, "audiences": audiences})
+                }
+                None => json!({"user": {}, "error": "invalid bearer token"}),
+            };
+            return Ok(ApiResponse::json(201, out));
+        }
+        let asker = (kind == "SelfSubjectAccessReview").then_some(user);
+        let (subject, attrs) = crate::rbac::review_attributes(&out["spec"], asker);
+        let decision = self.authorize(&subject, &attrs);
+        let mut status = json!({"allowed": decision.allowed});
+        if !decision.reason.is_empty() {
+            status["reason"] = json!(decision.reason);
+        }
+        out["status"] = status;
+        Ok(ApiResponse::json(201, out))
+    }
+
+    /// What kube-apiserver's validation of the access reviews refuses (422).
+    fn validate_access_review(
+        &self,
+        def: &ResourceDef,
+        review: &Value,
+        local_namespace: Option<&str>,
+    ) -> ApiResult<()> {
+        let spec = &review["spec"];
+        let invalid = |field: &str, value: String, why: &str| FieldCause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {value}: {why}"),
+            field: field.into(),
+        };
+        let resource = spec["resourceAttributes"].as_object();
+        let non_resource = spec["nonResourceAttributes"].as_object();
+        let mut causes = Vec::new();
+        match (resource, non_resource) {
+            (Some(_), Some(n)) => {
+                let s = |k: &str| n.get(k).and_then(Value::as_str).unwrap_or("");
+                causes.push(invalid(
+                    "spec.nonResourceAttributes",
+                    format!(
+                        "authorization.NonResourceAttributes{{Path:{}, Verb:{}}}",
+                        crate::validation::q(s("path")),
+                        crate::validation::q(s("verb"))
+                    ),
+                    "cannot be specified in combination with resourceAttributes",
+                ));
+            }
+            (None, None) => causes.push(invalid(
+                "spec.resourceAttributes",
+                "\"null\"".into(),
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )),
+            _ => {}
+        }
+        let user = str_at(spec, &["user"]).unwrap_or("");
+        let no_groups = spec["groups"].as_array().is_none_or(|g| g.is_empty());
+        if def.kind != "SelfSubjectAccessReview" && user.is_empty() && no_groups {
+            causes.push(invalid(
+                "spec.user",
+                "\"\"".into(),
+                "at least one of user or group must be specified",
+            ));
+        }
+        if let Some(ns) = local_namespace {
+            if let Some(r) = resource {
+                let asked = r.get("namespace").and_then(Value::as_str).unwrap_or("");
+                if asked != ns {
+                    causes.push(invalid(
+                        "spec.resourceAttributes.namespace",
+                        crate::validation::q(asked),
+                        "must match metadata.namespace",
+                    ));
+                }
+            }
+            if non_resource.is_some() {
+                causes.push(FieldCause {
+                    reason: "FieldValueInvalid",
+                    message: "Invalid value: \"\": disallowed on this kind of request".into(),
+                    field: "spec.nonResourceAttributes".into(),
+                });
             }
         }
-        Ok(ApiResponse::json(201, out))
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                Subject::new(&def.group, &def.kind, ""),
+                &causes,
+            ))
+        }
     }
 }
 

@@ -620,7 +620,7 @@ fn default_pod(o: &mut Obj) {
     }
 }
 
-/// podIP <-> podIPs[0].ip (and hostIP / hostIPs), as the v1 conversion does.
+/// podIP <-> `podIPs[0].ip` (and hostIP / hostIPs), as the v1 conversion does.
 fn sync_ips(status: &mut Obj, single: &str, plural: &str) {
     let first = status
         .get(plural)

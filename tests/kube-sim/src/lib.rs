@@ -15,6 +15,7 @@ pub mod go_json;
 pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;
+pub mod rbac;
 pub mod request;
 pub mod resources;
 pub mod selectors;
@@ -65,6 +66,7 @@ fn register_admin(sim: &Sim, token: &str) {
             name: "kubernetes-admin".into(),
             uid: String::new(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Default::default()
         },
     );
 }
@@ -208,6 +210,7 @@ impl KubeSim {
             name: "kube-sim".into(),
             uid: String::new(),
             groups: vec!["system:masters".into()],
+            ..Default::default()
         };
         let created = self
             .sim
@@ -256,6 +259,13 @@ impl KubeSim {
             .filter(|l| l.starts_with(&prefix))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// Which identities made which resource requests (after impersonation), from
+    /// `kube_sim_requests_by_user_total`, read in-process: how a test proves that a controller
+    /// wrote as its own ServiceAccount.
+    pub fn requests_by_user(&self) -> Vec<metrics::UserRequests> {
+        self.sim.metrics.requests_by_user()
     }
 
     pub fn faults(&self) -> &faults::Faults {

@@ -7,16 +7,27 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 /// An authenticated client.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     pub name: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// `user.Info`'s extra attributes (only impersonation sets them here).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl User {
     pub fn is_admin(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
+    }
+
+    /// Who an unauthenticated request is, as kube-apiserver's anonymous authenticator says.
+    pub fn anonymous() -> User {
+        User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..User::default()
+        }
     }
 }
 

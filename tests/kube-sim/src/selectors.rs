@@ -992,6 +992,14 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
+    /// The value `field` must equal for an object to be selected, if a term says so.
+    pub fn requires_exact_match(&self, field: &str) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|t| t.field == field && !t.not_equal)
+            .map(|t| t.value.as_str())
+    }
+
     /// The first field label `resource` does not support, as the 400 message kube-apiserver
     /// answers with (reference 062: `field label not supported: spec.bogus`).
     pub fn check_supported(&self, resource: &str) -> Result<(), String> {

@@ -20,7 +20,10 @@ use tokio_rustls::TlsAcceptor;
 use crate::api::Sim;
 use crate::discovery;
 use crate::faults::Failure;
-use crate::request::{parse_query, parse_resource_path, ApiRequest, ApiResponse, Body, User};
+use crate::rbac;
+use crate::request::{
+    parse_query, parse_resource_path, ApiRequest, ApiResponse, Body, ResourcePath, User,
+};
 use crate::status::ApiError;
 
 type RespBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -136,8 +139,8 @@ fn user_from_cert(der: &[u8]) -> Option<User> {
     groups.push("system:authenticated".into());
     Some(User {
         name,
-        uid: String::new(),
         groups,
+        ..User::default()
     })
 }
 
@@ -146,7 +149,11 @@ async fn handle(
     req: Request<Incoming>,
     cert_user: Option<User>,
 ) -> Response<RespBody> {
-    state.sim.faults.wait_if_paused().await;
+    let faults_path = req.uri().path().starts_with("/kube-sim/faults");
+    // The fault API must answer while serving is paused: it is how a pause is lifted.
+    if !faults_path {
+        state.sim.faults.wait_if_paused().await;
+    }
     let (parts, body) = req.into_parts();
     let header = |n: &str| {
         parts
@@ -159,21 +166,64 @@ async fn handle(
     let bearer = header("authorization")
         .strip_prefix("Bearer ")
         .map(|t| t.trim().to_string());
-    let user = match bearer {
+    let authenticated = match bearer {
         Some(t) => match state.sim.user_for_token(&t) {
-            Some(u) => Some(u),
+            Some(u) => u,
             // A credential that does not authenticate is refused outright, as upstream does.
             None => return to_http(error_response(ApiError::unauthorized())),
         },
         // Plain HTTP is kube-apiserver's old insecure port: whoever connects is the admin
         // (kubectl never sends a token over plain HTTP).
-        None if !state.tls => Some(User {
+        None if !state.tls => User {
             name: "kubernetes-admin".into(),
-            uid: String::new(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
-        }),
-        None => cert_user,
+            ..User::default()
+        },
+        // No credential at all: the anonymous user, as kube-apiserver's default
+        // --anonymous-auth=true makes it; RBAC lets it reach health and version only.
+        None => cert_user.unwrap_or_else(User::anonymous),
     };
+    let path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query());
+    let request_uri = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| path.clone(), |p| p.as_str().to_string());
+    let user = match rbac::impersonation::impersonate(
+        &state.sim.authorizer,
+        &state.sim.store,
+        &authenticated,
+        &parts.headers,
+        &request_uri,
+    ) {
+        Ok(Some(acting_as)) => acting_as,
+        Ok(None) => authenticated,
+        Err(rbac::impersonation::Refusal::Forbidden(e)) => {
+            return to_http(error_response(e));
+        }
+        Err(rbac::impersonation::Refusal::Internal(text)) => {
+            return to_http(ApiResponse::text(500, &format!("{text}\n")));
+        }
+    };
+    let attrs = rbac::request_info::attributes(&parts.method, &path, &query);
+    // The fault API keeps its own rule (admin only), checked where it is served.
+    if !faults_path {
+        let decision = state.sim.authorize(&user, &attrs);
+        if !decision.allowed {
+            let resp = error_response(rbac::forbidden(&user, &attrs, &decision.reason));
+            let resource = parse_resource_path(&path);
+            account(
+                &state,
+                &parts.method,
+                &query,
+                resource.as_ref(),
+                &user,
+                &attrs,
+                resp.code,
+            );
+            return to_http(resp);
+        }
+    }
     let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -186,18 +236,47 @@ async fn handle(
     };
     let req = ApiRequest {
         method: parts.method.clone(),
-        path: parts.uri.path().to_string(),
-        query: parse_query(parts.uri.query()),
+        path,
+        query,
         accept: header("accept"),
         content_type: header("content-type"),
         user_agent: header("user-agent"),
         body,
-        user,
+        user: Some(user),
     };
     let resource = parse_resource_path(&req.path);
     let resp = route(&state, &req, resource.clone());
-    if let Some(p) = &resource {
-        let verb = verb_of(&req, p.name.is_some());
+    if let Some(user) = &req.user {
+        account(
+            &state,
+            &req.method,
+            &req.query,
+            resource.as_ref(),
+            user,
+            &attrs,
+            resp.code,
+        );
+    }
+    tracing::debug!(method = %req.method, path = %req.path, code = resp.code, "request");
+    to_http(resp)
+}
+
+/// Counts a finished request in `/metrics`: upstream's `apiserver_request_total`, and who
+/// did what (`kube_sim_requests_by_user_total`).
+fn account(
+    state: &ServerState,
+    method: &Method,
+    query: &[(String, String)],
+    resource: Option<&ResourcePath>,
+    user: &User,
+    attrs: &rbac::Attributes,
+    code: u16,
+) {
+    if let Some(p) = resource {
+        let watch = query
+            .iter()
+            .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
+        let verb = verb_of(method, watch, p.name.is_some());
         let scope = if p.namespace.is_some() {
             "namespace"
         } else if p.name.is_some() {
@@ -212,16 +291,24 @@ async fn handle(
             &p.resource,
             p.subresource.as_deref().unwrap_or(""),
             scope,
-            resp.code,
+            code,
         );
     }
-    tracing::debug!(method = %req.method, path = %req.path, code = resp.code, "request");
-    to_http(resp)
+    if let Some(r) = &attrs.resource {
+        state.sim.metrics.request_by_user(
+            &user.name,
+            &attrs.verb,
+            &r.group,
+            &r.resource,
+            &r.subresource,
+            code,
+        );
+    }
 }
 
-fn verb_of(req: &ApiRequest, named: bool) -> &'static str {
-    match (&req.method, named) {
-        (&Method::GET, _) if req.flag("watch") => "WATCH",
+fn verb_of(method: &Method, watch: bool, named: bool) -> &'static str {
+    match (method, named) {
+        (&Method::GET, _) if watch => "WATCH",
         (&Method::GET, true) => "GET",
         (&Method::GET, false) => "LIST",
         (&Method::POST, _) => "POST",
@@ -248,7 +335,8 @@ fn route(
 ) -> ApiResponse {
     let sim = &state.sim;
     let path = req.path.trim_end_matches('/');
-    // Health and version are public, as kube-apiserver's system:public-info-viewer allows.
+    // Who may reach these was settled by the authorizer (the bootstrap policy lets anyone
+    // read health and version).
     match path {
         "/healthz" | "/livez" | "/readyz" | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
             return ApiResponse::text(200, "ok");

@@ -125,11 +125,19 @@ impl ApiError {
         )
     }
 
+    /// Upstream's `NewForbidden`: `forbidden: why` with no resource, `pods is forbidden: why`
+    /// with no name, `pods "p" is forbidden: why`.
     pub fn forbidden(s: Subject, why: &str) -> Self {
-        let msg = if s.name.is_empty() && s.kind.is_empty() {
+        let msg = if s.group.is_empty() && s.kind.is_empty() {
             format!("forbidden: {why}")
+        } else if s.name.is_empty() {
+            format!("{} is forbidden: {why}", s.qualified())
         } else {
-            format!("{} \"{}\" is forbidden: {}", s.qualified(), s.name, why)
+            format!(
+                "{} {} is forbidden: {why}",
+                s.qualified(),
+                crate::validation::q(s.name)
+            )
         };
         Self::new(403, "Forbidden", msg).with_details(s.details())
     }

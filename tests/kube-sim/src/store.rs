@@ -7,6 +7,7 @@
 //! that asks for a resourceVersion older than the retained history gets `410 Expired`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
@@ -75,7 +76,13 @@ pub struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
+    /// The resourceVersion of the last write to an RBAC object: the authorizer's compiled
+    /// policy is keyed by it, so a request can tell without the lock whether it is current.
+    rbac_rv: AtomicU64,
 }
+
+/// The API group whose writes move [`Store::rbac_rv`].
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The start of a watch: the events already committed after the requested resourceVersion,
 /// and a receiver for everything after them (subscribed under the same lock, so nothing is lost).
@@ -102,7 +109,13 @@ impl Store {
                 compacted_rv: 1,
             }),
             events,
+            rbac_rv: AtomicU64::new(0),
         }
+    }
+
+    /// The resourceVersion of the last write to a Role, ClusterRole or binding (0: none yet).
+    pub fn rbac_rv(&self) -> u64 {
+        self.rbac_rv.load(Ordering::Acquire)
     }
 
     /// Take the store's lock for a read-modify-write; every write goes through a `Txn`.
@@ -110,6 +123,7 @@ impl Store {
         Txn {
             inner: self.inner.lock().unwrap_or_else(|p| p.into_inner()),
             events: &self.events,
+            rbac_rv: &self.rbac_rv,
         }
     }
 
@@ -166,6 +180,7 @@ impl Store {
 pub struct Txn<'a> {
     inner: MutexGuard<'a, Inner>,
     events: &'a broadcast::Sender<Arc<Event>>,
+    rbac_rv: &'a AtomicU64,
 }
 
 impl Txn<'_> {
@@ -273,6 +288,10 @@ impl Txn<'_> {
     }
 
     fn publish(&mut self, event: Event) {
+        if event.res.group == RBAC_GROUP {
+            // Stored before the lock is released, so the next request sees the new policy.
+            self.rbac_rv.store(event.rv, Ordering::Release);
+        }
         let event = Arc::new(event);
         if self.inner.history.len() >= self.inner.history_limit {
             if let Some(gone) = self.inner.history.pop_front() {

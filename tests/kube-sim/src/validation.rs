@@ -118,7 +118,7 @@ impl Errs {
 // ---------------------------------------------------------------------------------------
 
 /// A string as Go's `%q` prints it.
-fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -371,7 +371,7 @@ fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
-fn is_dns1123_label(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len_error(63));
@@ -390,7 +390,7 @@ fn is_dns1123_label(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_dns1123_subdomain(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 253 {
         errs.push(max_len_error(253));
@@ -547,7 +547,7 @@ fn is_valid_port_name(p: &str) -> Vec<String> {
     errs
 }
 
-fn is_path_segment_name(v: &str) -> Vec<String> {
+pub(crate) fn is_path_segment_name(v: &str) -> Vec<String> {
     for bad in [".", ".."] {
         if v == bad {
             return vec![format!("may not be '{bad}'")];

@@ -22,7 +22,7 @@ struct Args {
     /// How many nodes to simulate.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     nodes: u32,
-    /// Node names are PREFIX0 … PREFIX<N-1>; give each node-sim sharing a cluster its own.
+    /// Node names are `PREFIX0` … `PREFIX<N-1>`; give each node-sim sharing a cluster its own.
     #[arg(long = "name-prefix", default_value = "sim-node-")]
     name_prefix: String,
     /// Only run the pods of this namespace.
