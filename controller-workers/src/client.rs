@@ -1,36 +1,118 @@
 //! API clients for controllers: one per controller, as KCM's client builder makes them,
-//! each with its own user agent (`rkcm-worker/0.1.0 ... /<controller>`) and its own
+//! each with its own user agent (`rkcm-worker/0.1.0 ... /<controller>`), its own
 //! client-side token bucket (`--kube-api-qps`, `--kube-api-burst`, applied per client as
-//! client-go does).
+//! client-go does), and its credentials: the kubeconfig's identity, or with
+//! `--use-service-account-credentials` the controller's own ServiceAccount
+//! ([`crate::credentials`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use anyhow::Context as _;
-use rkcm_informer_server::rate_limit::TokenBucket;
+use rkcm_client::rate_limit::TokenBucket;
 use tower::{Layer, Service};
 
+use crate::credentials::{self, CredentialsLayer, RefusalLog, ServiceAccountToken};
+
 pub const USER_AGENT_PREFIX: &str = concat!("rkcm-worker/", env!("CARGO_PKG_VERSION"));
+
+/// The name of the client that asks for ServiceAccounts and tokens (the kubeconfig's
+/// identity, as KCM's root client builder).
+const CREDENTIALS_CLIENT: &str = "controller-credentials";
 
 #[derive(Clone)]
 pub struct ClientFactory {
     config: kube::Config,
     qps: f32,
     burst: u32,
+    /// Per-controller ServiceAccount credentials (`--use-service-account-credentials`).
+    service_accounts: Option<Arc<ServiceAccounts>>,
+    /// Which ServiceAccount a controller uses, by its name.
+    service_account_of: fn(&str) -> Option<&'static str>,
+    refusals: Arc<RefusalLog>,
+}
+
+/// The token sources by ServiceAccount (controllers may share one, as the certificate
+/// controllers do), and which controller uses which.
+struct ServiceAccounts {
+    root: kube::Client,
+    tokens: Mutex<BTreeMap<&'static str, Arc<ServiceAccountToken>>>,
+    by_controller: Mutex<BTreeMap<String, Arc<ServiceAccountToken>>>,
 }
 
 impl ClientFactory {
-    pub async fn new(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> anyhow::Result<Self> {
-        let config = rkcm_informer_server::server::kube_config(kubeconfig).await?;
-        Ok(ClientFactory { config, qps, burst })
+    /// Clients with the kubeconfig's identity for every controller, or with
+    /// `service_account_of` each controller's own ServiceAccount
+    /// (`--use-service-account-credentials`).
+    pub async fn new(
+        kubeconfig: Option<&Path>,
+        qps: f32,
+        burst: u32,
+        service_account_of: Option<fn(&str) -> Option<&'static str>>,
+    ) -> anyhow::Result<Self> {
+        let config = rkcm_client::kube_config(kubeconfig).await?;
+        Self::from_config(config, qps, burst, service_account_of)
     }
 
-    /// A client for the controller `name` (KCM's canonical controller name).
+    /// As [`ClientFactory::new`], from a loaded configuration.
+    pub fn from_config(
+        config: kube::Config,
+        qps: f32,
+        burst: u32,
+        service_account_of: Option<fn(&str) -> Option<&'static str>>,
+    ) -> anyhow::Result<Self> {
+        let mut factory = ClientFactory {
+            config,
+            qps,
+            burst,
+            service_accounts: None,
+            service_account_of: |_| None,
+            refusals: Arc::default(),
+        };
+        if let Some(service_account_of) = service_account_of {
+            factory.service_account_of = service_account_of;
+            let root = factory.build(CREDENTIALS_CLIENT, factory.config.clone(), None)?;
+            factory.service_accounts = Some(Arc::new(ServiceAccounts {
+                root,
+                tokens: Mutex::default(),
+                by_controller: Mutex::default(),
+            }));
+        }
+        Ok(factory)
+    }
+
+    /// A client for the controller `name` (KCM's canonical controller name). With
+    /// ServiceAccount credentials it carries no kubeconfig credential of its own (KCM's
+    /// anonymous copy of the config) and waits for its token before its first request.
     pub fn client(&self, name: &str) -> anyhow::Result<kube::Client> {
-        let mut config = self.config.clone();
+        let service_account = (self.service_account_of)(name);
+        match (&self.service_accounts, service_account) {
+            (Some(accounts), Some(service_account)) => {
+                let token = accounts.token(service_account);
+                accounts
+                    .by_controller
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.to_string(), token.clone());
+                let mut config = self.config.clone();
+                config.auth_info = Default::default();
+                let identity = credentials::username(service_account);
+                self.build(name, config, Some((token, identity)))
+            }
+            _ => self.build(name, self.config.clone(), None),
+        }
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        mut config: kube::Config,
+        token: Option<(Arc<ServiceAccountToken>, String)>,
+    ) -> anyhow::Result<kube::Client> {
         let agent = format!(
             "{USER_AGENT_PREFIX} ({}/{}) rkcm/{name}",
             std::env::consts::OS,
@@ -41,9 +123,68 @@ impl ClientFactory {
             http::HeaderValue::from_str(&agent)?,
         ));
         let bucket = Arc::new(TokenBucket::new(self.qps, self.burst));
+        let (token, identity) = match token {
+            Some((token, identity)) => (Some(token), identity),
+            None => (None, "the kubeconfig's user".to_string()),
+        };
+        let credentials = CredentialsLayer {
+            controller: Arc::from(name),
+            identity: Arc::from(identity),
+            token,
+            refusals: self.refusals.clone(),
+        };
         let builder = kube::client::ClientBuilder::try_from(config)
             .with_context(|| format!("building the API client of {name}"))?;
-        Ok(builder.with_layer(&RateLimitLayer { bucket }).build())
+        Ok(builder
+            .with_layer(&RateLimitLayer { bucket })
+            .with_layer(&credentials)
+            .build())
+    }
+
+    /// Resolves once the controller's credentials can be used (at once without
+    /// ServiceAccount credentials).
+    pub async fn ready(&self, controller: &str) {
+        let token = self.service_accounts.as_ref().and_then(|accounts| {
+            accounts
+                .by_controller
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(controller)
+                .cloned()
+        });
+        if let Some(token) = token {
+            token.ready().await;
+        }
+    }
+
+    /// The controllers whose credentials are not usable yet, each with the reason, for
+    /// `/readyz`.
+    pub fn not_ready(&self) -> Vec<String> {
+        let Some(accounts) = &self.service_accounts else {
+            return Vec::new();
+        };
+        accounts
+            .by_controller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(controller, token)| {
+                token
+                    .not_ready_reason()
+                    .map(|reason| format!("credentials of {controller}: {reason}"))
+            })
+            .collect()
+    }
+}
+
+impl ServiceAccounts {
+    fn token(&self, service_account: &'static str) -> Arc<ServiceAccountToken> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(service_account)
+            .or_insert_with(|| ServiceAccountToken::start(self.root.clone(), service_account))
+            .clone()
     }
 }
 

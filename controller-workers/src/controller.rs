@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use tracing::{debug, info, warn};
 
 use crate::client::ClientFactory;
@@ -15,43 +16,6 @@ use crate::factory::Informers;
 use crate::metrics::Metrics;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
-
-/// The controllers' tunables, KCM's flags with KCM's defaults.
-#[derive(Clone, Debug)]
-pub struct ControllerOptions {
-    pub concurrent_deployment_syncs: usize,
-    pub concurrent_replicaset_syncs: usize,
-    pub concurrent_rc_syncs: usize,
-    pub concurrent_gc_syncs: usize,
-    /// How often the garbage collector re-reads discovery (KCM: 30 s).
-    pub garbage_collector_discovery_period: Duration,
-    pub concurrent_namespace_syncs: usize,
-    pub namespace_sync_period: Duration,
-    pub concurrent_ttl_after_finished_syncs: usize,
-    pub concurrent_job_syncs: usize,
-    pub concurrent_cron_job_syncs: usize,
-    pub concurrent_statefulset_syncs: usize,
-    pub concurrent_daemonset_syncs: usize,
-}
-
-impl Default for ControllerOptions {
-    fn default() -> Self {
-        ControllerOptions {
-            concurrent_deployment_syncs: 5,
-            concurrent_replicaset_syncs: 5,
-            concurrent_rc_syncs: 5,
-            concurrent_gc_syncs: 20,
-            garbage_collector_discovery_period: Duration::from_secs(30),
-            concurrent_namespace_syncs: 10,
-            namespace_sync_period: Duration::from_secs(300),
-            concurrent_ttl_after_finished_syncs: 5,
-            concurrent_job_syncs: 5,
-            concurrent_cron_job_syncs: 5,
-            concurrent_statefulset_syncs: 5,
-            concurrent_daemonset_syncs: 2,
-        }
-    }
-}
 
 /// A named readiness condition a controller adds to the worker's `/readyz`.
 pub type ReadyCheck = (String, Arc<dyn Fn() -> bool + Send + Sync>);
@@ -61,7 +25,6 @@ pub struct ControllerContext {
     pub informers: Arc<Informers>,
     pub clients: ClientFactory,
     pub metrics: Metrics,
-    pub options: ControllerOptions,
     /// Beyond the stores' first snapshots (e.g. the garbage collector's monitors).
     pub ready_checks: Arc<std::sync::Mutex<Vec<ReadyCheck>>>,
 }
@@ -95,6 +58,35 @@ pub struct Runnable {
 }
 
 impl Runnable {
+    /// A controller whose workers call `sync(controller, key)` for each key of `queue`,
+    /// retried for ever on failure (see [`Runnable::with_max_retries`]).
+    pub fn new<C, F, Fut>(
+        name: &'static str,
+        queue: Arc<WorkQueue<String>>,
+        workers: usize,
+        controller: Arc<C>,
+        sync: F,
+    ) -> Runnable
+    where
+        C: Send + Sync + 'static,
+        F: Fn(Arc<C>, String) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        Runnable {
+            name,
+            queue,
+            workers,
+            sync: Arc::new(move |key| sync(controller.clone(), key).boxed()),
+            max_retries: None,
+        }
+    }
+
+    /// Gives up on a key after `retries` failures in a row (upstream's maxRetries).
+    pub fn with_max_retries(mut self, retries: u32) -> Runnable {
+        self.max_retries = Some(retries);
+        self
+    }
+
     /// Runs the workers until the queue is shut down and drained.
     pub async fn run(self, metrics: Metrics) {
         metrics.controller_running(self.name, true);

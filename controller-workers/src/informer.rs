@@ -1,5 +1,5 @@
 //! A worker's informer for one resource: it consumes the informer-server's stream (the
-//! remote watcher of `rkcm_informer_server::client`), keeps a [`Store`], and tells the
+//! remote watcher of `rkcm_client::informer`), keeps a [`Store`], and tells the
 //! registered handlers what changed, as client-go's shared informer does:
 //!
 //! - `Added`, `Updated { old, new }`, `Deleted` with the final state, or, when the
@@ -22,7 +22,7 @@ use futures::StreamExt;
 use kube::runtime::watcher::Event;
 use kube::Resource;
 use rand::Rng;
-use rkcm_informer_server::client::{self, ClientError};
+use rkcm_client::informer::{self as client, ClientError};
 use rkcm_proto::v1::informer_client::InformerClient;
 use rkcm_proto::v1::{GroupVersionResource, WatchRequest};
 use serde::de::DeserializeOwned;
@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tonic::transport::Channel;
 use tracing::{debug, warn};
 
+use crate::queue::WorkQueue;
 use crate::store::{key_of, Store};
 
 /// How an object left the store.
@@ -54,6 +55,24 @@ pub enum Change<K> {
     Added(Arc<K>),
     Updated { old: Arc<K>, new: Arc<K> },
     Deleted(DeletedObject<K>),
+}
+
+impl<K> Change<K> {
+    /// The object's latest state: the new one, or for a deletion the last one known.
+    pub fn latest(&self) -> &Arc<K> {
+        match self {
+            Change::Added(object) | Change::Updated { new: object, .. } => object,
+            Change::Deleted(deleted) => deleted.object(),
+        }
+    }
+
+    /// The object while it exists; `None` for a deletion.
+    pub fn live(&self) -> Option<&Arc<K>> {
+        match self {
+            Change::Added(object) | Change::Updated { new: object, .. } => Some(object),
+            Change::Deleted(_) => None,
+        }
+    }
 }
 
 pub type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
@@ -118,6 +137,43 @@ where
             }
         }
         handlers.push(handler);
+    }
+
+    /// Sends every change to `handler` of `controller`: the way a controller listens to
+    /// the kinds it reads (`pods.handle(&controller, Controller::on_pod)`).
+    pub fn handle<C>(&self, controller: &Arc<C>, handler: fn(&C, &Change<K>))
+    where
+        C: Send + Sync + 'static,
+    {
+        let controller = controller.clone();
+        self.add_handler(Arc::new(move |change: &Change<K>| {
+            handler(&controller, change)
+        }));
+    }
+
+    /// Puts the key (`namespace/name`) of every changed object, deletions included, on
+    /// `queue`.
+    pub fn enqueue_changes(&self, queue: &Arc<WorkQueue<String>>)
+    where
+        K: Resource,
+    {
+        let queue = queue.clone();
+        self.add_handler(Arc::new(move |change: &Change<K>| {
+            queue.add(key_of(change.latest().meta()))
+        }));
+    }
+
+    /// Puts the key of every added or updated object on `queue` (deletions need no sync).
+    pub fn enqueue_live(&self, queue: &Arc<WorkQueue<String>>)
+    where
+        K: Resource,
+    {
+        let queue = queue.clone();
+        self.add_handler(Arc::new(move |change: &Change<K>| {
+            if let Some(object) = change.live() {
+                queue.add(key_of(object.meta()))
+            }
+        }));
     }
 
     fn notify(&self, change: Change<K>) {

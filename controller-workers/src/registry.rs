@@ -8,6 +8,12 @@
 
 use std::collections::BTreeSet;
 
+use crate::controller::{ControllerContext, Runnable};
+use crate::controllers::{
+    cronjob, daemonset, deployment, disruption, garbagecollector, job, namespace, replicaset,
+    serviceaccount, statefulset, ttlafterfinished,
+};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Availability {
     /// KCM runs it unless disabled.
@@ -25,20 +31,103 @@ pub struct Descriptor {
     pub name: &'static str,
     pub alias: Option<&'static str>,
     pub availability: Availability,
-    pub implemented: bool,
+    /// The ServiceAccount in `kube-system` whose credentials the controller uses with
+    /// `--use-service-account-credentials` (the name KCM asks its client builder for, and
+    /// the subject the API server's bootstrap policy binds to `system:controller:<name>`).
+    /// `None`: KCM gives it the kubeconfig's own identity even then (the token
+    /// controller, which mints the very tokens the others use).
+    pub service_account: Option<&'static str>,
+    /// What this version of rkcm builds; `None` for a controller it does not have yet.
+    pub implementation: Option<Implementation>,
+}
+
+/// How the worker builds an implemented controller.
+#[derive(Debug)]
+pub struct Implementation {
+    /// The resources its informers read (a test checks the list against what `build`
+    /// asks for): the launcher warms them on a standby, so a new leader's workers start
+    /// on a synced cache.
+    pub resources: &'static [&'static str],
+    /// Builds the controller and registers its handlers; most are one queue, the garbage
+    /// collector is two.
+    pub build: Build,
+}
+
+pub type Build = fn(&ControllerContext, &ControllerOptions) -> anyhow::Result<Vec<Runnable>>;
+
+impl Descriptor {
+    pub fn implemented(&self) -> bool {
+        self.implementation.is_some()
+    }
 }
 
 const fn d(
     name: &'static str,
     alias: Option<&'static str>,
     availability: Availability,
-    implemented: bool,
+    service_account: Option<&'static str>,
+    implementation: Option<Implementation>,
 ) -> Descriptor {
     Descriptor {
         name,
         alias,
         availability,
-        implemented,
+        service_account,
+        implementation,
+    }
+}
+
+fn one(built: anyhow::Result<Runnable>) -> anyhow::Result<Vec<Runnable>> {
+    built.map(|runnable| vec![runnable])
+}
+
+/// Every implemented controller's flags, KCM's names and defaults (each defined once, in
+/// the controller's folder), flattened into `rkcm worker`'s and `rkcm launcher`'s command
+/// lines; the launcher passes on the ones given to it.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct ControllerOptions {
+    #[command(flatten)]
+    pub deployment: deployment::Options,
+    #[command(flatten)]
+    pub replicaset: replicaset::Options,
+    #[command(flatten)]
+    pub replication_controller: replicaset::ReplicationControllerOptions,
+    #[command(flatten)]
+    pub statefulset: statefulset::Options,
+    #[command(flatten)]
+    pub daemonset: daemonset::Options,
+    #[command(flatten)]
+    pub job: job::Options,
+    #[command(flatten)]
+    pub cronjob: cronjob::Options,
+    #[command(flatten)]
+    pub ttl_after_finished: ttlafterfinished::Options,
+    #[command(flatten)]
+    pub namespace: namespace::Options,
+    #[command(flatten)]
+    pub garbage_collector: garbagecollector::Options,
+}
+
+impl ControllerOptions {
+    /// Every flag's long name (`concurrent-deployment-syncs`, ...).
+    pub fn flags() -> Vec<String> {
+        use clap::Args as _;
+        Self::augment_args(clap::Command::new("options"))
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(str::to_string))
+            .collect()
+    }
+}
+
+impl std::default::Default for ControllerOptions {
+    /// The defaults of the flags (the same ones the command lines show).
+    fn default() -> Self {
+        use clap::{Args as _, FromArgMatches as _};
+        let matches = Self::augment_args(clap::Command::new("options"))
+            .no_binary_name(true)
+            .get_matches_from(Vec::<String>::new());
+        Self::from_arg_matches(&matches).expect("every option has a default")
     }
 }
 
@@ -50,197 +139,357 @@ pub const CONTROLLERS: &[Descriptor] = &[
         "serviceaccount-token-controller",
         Some("serviceaccount-token"),
         Default,
-        false,
+        None,
+        None,
     ),
-    d("endpoints-controller", Some("endpoint"), Default, false),
+    d(
+        "endpoints-controller",
+        Some("endpoint"),
+        Default,
+        Some("endpoint-controller"),
+        None,
+    ),
     d(
         "endpointslice-controller",
         Some("endpointslice"),
         Default,
-        false,
+        Some("endpointslice-controller"),
+        None,
     ),
     d(
         "endpointslice-mirroring-controller",
         Some("endpointslicemirroring"),
         Default,
-        false,
+        Some("endpointslicemirroring-controller"),
+        None,
     ),
     d(
         "replicationcontroller-controller",
         Some("replicationcontroller"),
         Default,
-        true,
+        Some("replication-controller"),
+        Some(Implementation {
+            resources: replicaset::REPLICATION_CONTROLLER_RESOURCES,
+            build: |c, o| {
+                one(replicaset::build_replication_controller(
+                    c,
+                    &o.replication_controller,
+                ))
+            },
+        }),
     ),
     d(
         "pod-garbage-collector-controller",
         Some("podgc"),
         Default,
-        false,
+        Some("pod-garbage-collector"),
+        None,
     ),
     d(
         "resourcequota-controller",
         Some("resourcequota"),
         Default,
-        false,
+        Some("resourcequota-controller"),
+        None,
     ),
-    d("namespace-controller", Some("namespace"), Default, true),
+    d(
+        "namespace-controller",
+        Some("namespace"),
+        Default,
+        Some("namespace-controller"),
+        Some(Implementation {
+            resources: namespace::RESOURCES,
+            build: |c, o| one(namespace::build(c, &o.namespace)),
+        }),
+    ),
     d(
         "serviceaccount-controller",
         Some("serviceaccount"),
         Default,
-        true,
+        Some("service-account-controller"),
+        Some(Implementation {
+            resources: serviceaccount::RESOURCES,
+            build: |c, _| one(serviceaccount::build(c)),
+        }),
     ),
     d(
         "garbage-collector-controller",
         Some("garbagecollector"),
         Default,
-        true,
+        Some("generic-garbage-collector"),
+        Some(Implementation {
+            resources: garbagecollector::RESOURCES,
+            build: |c, o| garbagecollector::build(c, &o.garbage_collector),
+        }),
     ),
-    d("daemonset-controller", Some("daemonset"), Default, true),
-    d("job-controller", Some("job"), Default, true),
-    d("deployment-controller", Some("deployment"), Default, true),
-    d("replicaset-controller", Some("replicaset"), Default, true),
+    d(
+        "daemonset-controller",
+        Some("daemonset"),
+        Default,
+        Some("daemon-set-controller"),
+        Some(Implementation {
+            resources: daemonset::RESOURCES,
+            build: |c, o| one(daemonset::build(c, &o.daemonset)),
+        }),
+    ),
+    d(
+        "job-controller",
+        Some("job"),
+        Default,
+        Some("job-controller"),
+        Some(Implementation {
+            resources: job::RESOURCES,
+            build: |c, o| one(job::build(c, &o.job)),
+        }),
+    ),
+    d(
+        "deployment-controller",
+        Some("deployment"),
+        Default,
+        Some("deployment-controller"),
+        Some(Implementation {
+            resources: deployment::RESOURCES,
+            build: |c, o| one(deployment::build(c, &o.deployment)),
+        }),
+    ),
+    d(
+        "replicaset-controller",
+        Some("replicaset"),
+        Default,
+        Some("replicaset-controller"),
+        Some(Implementation {
+            resources: replicaset::RESOURCES,
+            build: |c, o| one(replicaset::build(c, &o.replicaset)),
+        }),
+    ),
     d(
         "horizontal-pod-autoscaler-controller",
         Some("horizontalpodautoscaling"),
         Default,
-        false,
+        Some("horizontal-pod-autoscaler"),
+        None,
     ),
-    d("disruption-controller", Some("disruption"), Default, true),
-    d("statefulset-controller", Some("statefulset"), Default, true),
-    d("cronjob-controller", Some("cronjob"), Default, true),
+    d(
+        "disruption-controller",
+        Some("disruption"),
+        Default,
+        Some("disruption-controller"),
+        Some(Implementation {
+            resources: disruption::RESOURCES,
+            build: |c, _| one(disruption::build(c)),
+        }),
+    ),
+    d(
+        "statefulset-controller",
+        Some("statefulset"),
+        Default,
+        Some("statefulset-controller"),
+        Some(Implementation {
+            resources: statefulset::RESOURCES,
+            build: |c, o| one(statefulset::build(c, &o.statefulset)),
+        }),
+    ),
+    d(
+        "cronjob-controller",
+        Some("cronjob"),
+        Default,
+        Some("cronjob-controller"),
+        Some(Implementation {
+            resources: cronjob::RESOURCES,
+            build: |c, o| one(cronjob::build(c, &o.cronjob)),
+        }),
+    ),
     d(
         "certificatesigningrequest-signing-controller",
         Some("csrsigning"),
         Default,
-        false,
+        Some("certificate-controller"),
+        None,
     ),
     d(
         "certificatesigningrequest-approving-controller",
         Some("csrapproving"),
         Default,
-        false,
+        Some("certificate-controller"),
+        None,
     ),
     d(
         "certificatesigningrequest-cleaner-controller",
         Some("csrcleaner"),
         Default,
-        false,
+        Some("certificate-controller"),
+        None,
     ),
-    d("ttl-controller", Some("ttl"), Default, false),
+    d(
+        "ttl-controller",
+        Some("ttl"),
+        Default,
+        Some("ttl-controller"),
+        None,
+    ),
     d(
         "bootstrap-signer-controller",
         Some("bootstrapsigner"),
         DisabledByDefault,
-        false,
+        Some("bootstrap-signer"),
+        None,
     ),
     d(
         "token-cleaner-controller",
         Some("tokencleaner"),
         DisabledByDefault,
-        false,
+        Some("token-cleaner"),
+        None,
     ),
-    d("node-ipam-controller", Some("nodeipam"), Default, false),
+    d(
+        "node-ipam-controller",
+        Some("nodeipam"),
+        Default,
+        Some("node-controller"),
+        None,
+    ),
     d(
         "node-lifecycle-controller",
         Some("nodelifecycle"),
         Default,
-        false,
+        Some("node-controller"),
+        None,
     ),
-    d("taint-eviction-controller", None, Default, false),
+    d(
+        "taint-eviction-controller",
+        None,
+        Default,
+        Some("node-controller"),
+        None,
+    ),
     d(
         "persistentvolume-binder-controller",
         Some("persistentvolume-binder"),
         Default,
-        false,
+        Some("persistent-volume-binder"),
+        None,
     ),
     d(
         "persistentvolume-attach-detach-controller",
         Some("attachdetach"),
         Default,
-        false,
+        Some("attachdetach-controller"),
+        None,
     ),
     d(
         "persistentvolume-expander-controller",
         Some("persistentvolume-expander"),
         Default,
-        false,
+        Some("expand-controller"),
+        None,
     ),
     d(
         "clusterrole-aggregation-controller",
         Some("clusterrole-aggregation"),
         Default,
-        false,
+        Some("clusterrole-aggregation-controller"),
+        None,
     ),
     d(
         "persistentvolumeclaim-protection-controller",
         Some("pvc-protection"),
         Default,
-        false,
+        Some("pvc-protection-controller"),
+        None,
     ),
     d(
         "persistentvolume-protection-controller",
         Some("pv-protection"),
         Default,
-        false,
+        Some("pv-protection-controller"),
+        None,
     ),
     d(
         "ttl-after-finished-controller",
         Some("ttl-after-finished"),
         Default,
-        true,
+        Some("ttl-after-finished-controller"),
+        Some(Implementation {
+            resources: ttlafterfinished::RESOURCES,
+            build: |c, o| one(ttlafterfinished::build(c, &o.ttl_after_finished)),
+        }),
     ),
     d(
         "root-ca-certificate-publisher-controller",
         Some("root-ca-cert-publisher"),
         Default,
-        false,
+        Some("root-ca-cert-publisher"),
+        None,
     ),
     d(
         "ephemeral-volume-controller",
         Some("ephemeral-volume"),
         Default,
-        false,
+        Some("ephemeral-volume-controller"),
+        None,
     ),
     d(
         "storageversion-garbage-collector-controller",
         Some("storage-version-gc"),
         FeatureGated("APIServerIdentity,StorageVersionAPI"),
-        false,
+        Some("storage-version-garbage-collector"),
+        None,
     ),
     d(
         "resourceclaim-controller",
         Some("resource-claim-controller"),
         FeatureGated("DynamicResourceAllocation"),
-        false,
+        Some("resource-claim-controller"),
+        None,
     ),
     d(
         "legacy-serviceaccount-token-cleaner-controller",
         Some("legacy-service-account-token-cleaner"),
         Default,
-        false,
+        Some("legacy-service-account-token-cleaner"),
+        None,
     ),
     d(
         "validatingadmissionpolicy-status-controller",
         None,
         FeatureGated("ValidatingAdmissionPolicy"),
-        false,
+        Some("validatingadmissionpolicy-status-controller"),
+        None,
     ),
     d(
         "service-cidr-controller",
         None,
         FeatureGated("MultiCIDRServiceAllocator"),
-        false,
+        Some("service-cidrs-controller"),
+        None,
     ),
-    d("service-lb-controller", Some("service"), Cloud, false),
-    d("node-route-controller", Some("route"), Cloud, false),
+    d(
+        "service-lb-controller",
+        Some("service"),
+        Cloud,
+        Some("service-controller"),
+        None,
+    ),
+    d(
+        "node-route-controller",
+        Some("route"),
+        Cloud,
+        Some("route-controller"),
+        None,
+    ),
     d(
         "cloud-node-lifecycle-controller",
         Some("cloud-node-lifecycle"),
         Cloud,
-        false,
+        Some("cloud-node-lifecycle-controller"),
+        None,
     ),
 ];
+
+/// The ServiceAccount a controller uses with `--use-service-account-credentials`.
+pub fn service_account_of(name: &str) -> Option<&'static str> {
+    lookup(name).and_then(|descriptor| descriptor.service_account)
+}
 
 pub fn lookup(name: &str) -> Option<&'static Descriptor> {
     CONTROLLERS
@@ -285,7 +534,7 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
         if negated {
             disabled.insert(descriptor.name);
         } else {
-            if !descriptor.implemented {
+            if !descriptor.implemented() {
                 return Err(SelectionError::NotInThisVersion(descriptor.name));
             }
             enabled.insert(descriptor.name);
@@ -300,7 +549,7 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
             if enabled.contains(descriptor.name) {
                 return true;
             }
-            star && descriptor.implemented && descriptor.availability == Default
+            star && descriptor.implemented() && descriptor.availability == Default
         })
         .map(|descriptor| descriptor.name)
         .collect())
@@ -310,7 +559,7 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
 pub fn default_controllers_missing() -> Vec<&'static str> {
     CONTROLLERS
         .iter()
-        .filter(|descriptor| descriptor.availability == Default && !descriptor.implemented)
+        .filter(|descriptor| descriptor.availability == Default && !descriptor.implemented())
         .map(|descriptor| descriptor.name)
         .collect()
 }
@@ -343,6 +592,104 @@ mod tests {
         let without_gc = select(&list(&["-garbagecollector", "*"])).unwrap();
         assert!(!without_gc.contains(&"garbage-collector-controller"));
         assert!(all.contains(&"garbage-collector-controller"));
+    }
+
+    /// Each controller's ServiceAccount is the one the recorded API server's bootstrap
+    /// policy binds to its `system:controller:*` role (checked when the record is there).
+    #[test]
+    fn service_accounts_are_the_bootstrap_policy_subjects() {
+        let Ok(dir) = std::env::var("RKCM_APISERVER_REFERENCE") else {
+            return;
+        };
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(dir);
+        let text = std::fs::read_to_string(dir.join("rbac/bootstrap-policy.json"))
+            .expect("the recorded bootstrap policy");
+        let policy: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let bound: BTreeSet<&str> = ["ClusterRoleBinding", "RoleBinding"]
+            .iter()
+            .flat_map(|kind| policy[kind].as_array().into_iter().flatten())
+            .filter(|binding| {
+                binding["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("system:controller:"))
+            })
+            .flat_map(|binding| binding["subjects"].as_array().into_iter().flatten())
+            .filter(|subject| {
+                subject["kind"] == "ServiceAccount" && subject["namespace"] == "kube-system"
+            })
+            .filter_map(|subject| subject["name"].as_str())
+            .collect();
+        for descriptor in CONTROLLERS {
+            let Some(account) = descriptor.service_account else {
+                continue;
+            };
+            // Controllers behind gates that are off in 1.29, or run only with a cloud
+            // provider, get their roles from elsewhere.
+            if matches!(descriptor.availability, FeatureGated(_) | Cloud)
+                && !matches!(account, "service-controller" | "route-controller")
+            {
+                continue;
+            }
+            assert!(
+                bound.contains(account),
+                "{}: no bootstrap binding for ServiceAccount {account}",
+                descriptor.name
+            );
+        }
+    }
+
+    /// What each controller's `build` asks the informers for is what its descriptor
+    /// declares (the launcher warms exactly the declared list on a standby).
+    #[tokio::test]
+    async fn each_controller_reads_what_it_declares() {
+        use std::sync::Arc;
+        let informer =
+            rkcm_client::informer::connect("unix:///nonexistent/informer.sock", None).unwrap();
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        for descriptor in CONTROLLERS {
+            let Some(implementation) = &descriptor.implementation else {
+                continue;
+            };
+            let informers = Arc::new(crate::factory::Informers::new(
+                informer.clone(),
+                "test".into(),
+                std::time::Duration::from_secs(3600),
+            ));
+            let context = ControllerContext {
+                informers: informers.clone(),
+                clients: crate::client::ClientFactory::from_config(config.clone(), 20.0, 30, None)
+                    .unwrap(),
+                metrics: crate::metrics::Metrics::new(),
+                ready_checks: std::default::Default::default(),
+            };
+            (implementation.build)(&context, &ControllerOptions::default()).unwrap();
+            let mut declared: Vec<String> = implementation
+                .resources
+                .iter()
+                .map(|r| r.to_string())
+                .collect();
+            declared.sort();
+            assert_eq!(informers.resources(), declared, "{}", descriptor.name);
+        }
+    }
+
+    #[test]
+    fn options_have_kcms_defaults_once() {
+        let options = ControllerOptions::default();
+        assert_eq!(options.deployment.concurrent_deployment_syncs, 5);
+        assert_eq!(options.daemonset.concurrent_daemonset_syncs, 2);
+        assert_eq!(options.garbage_collector.concurrent_gc_syncs, 20);
+        assert!(options.garbage_collector.enable_garbage_collector);
+        assert_eq!(
+            options.namespace.namespace_sync_period,
+            std::time::Duration::from_secs(300)
+        );
+        let flags = ControllerOptions::flags();
+        assert!(flags.contains(&"concurrent-rc-syncs".to_string()));
+        let unique: BTreeSet<&String> = flags.iter().collect();
+        assert_eq!(unique.len(), flags.len(), "no flag is defined twice");
     }
 
     #[test]

@@ -20,15 +20,16 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rkcm_informer_server::client::{self, ClientTls};
+use rkcm_client::informer::{self as client, ClientTls};
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
 use crate::client::{ClientFactory, USER_AGENT_PREFIX};
-use crate::controller::{shut_down, ControllerContext, ControllerOptions};
+use crate::controller::{shut_down, ControllerContext};
 use crate::factory::Informers;
+use crate::flags::parse_go_duration;
 use crate::metrics::Metrics;
-use crate::registry;
+use crate::registry::{self, ControllerOptions};
 
 /// Flags of `rkcm worker` (KCM's names where KCM has the flag).
 #[derive(Debug, Clone, clap::Args)]
@@ -59,6 +60,11 @@ pub struct Args {
     /// config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Use individual service account credentials for each controller (KCM's flag): each
+    /// controller authenticates as its ServiceAccount in kube-system, with a token from the
+    /// TokenRequest API asked for with the kubeconfig's identity.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub use_service_account_credentials: bool,
     /// Queries per second to the API server, per controller client (as KCM).
     #[arg(long, default_value_t = 20.0)]
     pub kube_api_qps: f32,
@@ -68,47 +74,9 @@ pub struct Args {
     /// Stores are resynced every period to 2x period (Go duration: 12h, 30m, 90s).
     #[arg(long, default_value = "12h", value_parser = parse_go_duration)]
     pub min_resync_period: Duration,
-    /// Deployments synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_deployment_syncs: usize,
-    /// ReplicaSets synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_replicaset_syncs: usize,
-    /// ReplicationControllers synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_rc_syncs: usize,
-    /// Garbage collector workers.
-    #[arg(long, default_value_t = 20)]
-    pub concurrent_gc_syncs: usize,
-    /// Enables the generic garbage collector (as KCM: false turns it off even when
-    /// --controllers selects it).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub enable_garbage_collector: bool,
-    /// rkcm: how often the garbage collector re-reads discovery for new resources (KCM
-    /// uses 30s, fixed).
-    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
-    pub garbage_collector_discovery_period: Duration,
-    /// CronJobs synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_cron_job_syncs: usize,
-    /// Jobs synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_job_syncs: usize,
-    /// Finished Jobs checked for their TTL concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_ttl_after_finished_syncs: usize,
-    /// Namespaces synced concurrently.
-    #[arg(long, default_value_t = 10)]
-    pub concurrent_namespace_syncs: usize,
-    /// StatefulSets synced concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_statefulset_syncs: usize,
-    /// DaemonSets synced concurrently.
-    #[arg(long, default_value_t = 2)]
-    pub concurrent_daemonset_syncs: usize,
-    /// The period for syncing namespace life-cycle updates (Go duration).
-    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
-    pub namespace_sync_period: Duration,
+    /// Every controller's own flags (concurrency, periods), KCM's names and defaults.
+    #[command(flatten)]
+    pub options: ControllerOptions,
     /// Where to serve /healthz, /readyz and /metrics (HOST:PORT; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub health_bind_address: SocketAddr,
@@ -137,44 +105,6 @@ fn parse_shard(text: &str) -> Result<(u32, u32), String> {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
-
-/// Parses Go's duration syntax (`1h30m`, `12h`, `500ms`, `90s`).
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("invalid duration {text:?} (expected e.g. 12h, 30m, 90s, 500ms)");
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(invalid)?;
-        if digits == 0 {
-            return Err(invalid());
-        }
-        let value: f64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        total += value * seconds;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
-}
 
 fn read(path: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<Vec<u8>>> {
     path.as_ref()
@@ -224,6 +154,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.kubeconfig.as_deref(),
         args.kube_api_qps,
         args.kube_api_burst,
+        args.use_service_account_credentials
+            .then_some(registry::service_account_of as fn(&str) -> Option<&'static str>),
     )
     .await?;
     let metrics = Metrics::new();
@@ -240,32 +172,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         clients,
         metrics: metrics.clone(),
         ready_checks: Default::default(),
-        options: ControllerOptions {
-            concurrent_deployment_syncs: args.concurrent_deployment_syncs,
-            concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
-            concurrent_rc_syncs: args.concurrent_rc_syncs,
-            concurrent_gc_syncs: args.concurrent_gc_syncs,
-            garbage_collector_discovery_period: args.garbage_collector_discovery_period,
-            concurrent_namespace_syncs: args.concurrent_namespace_syncs,
-            concurrent_statefulset_syncs: args.concurrent_statefulset_syncs,
-            concurrent_daemonset_syncs: args.concurrent_daemonset_syncs,
-            namespace_sync_period: args.namespace_sync_period,
-            concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
-            concurrent_job_syncs: args.concurrent_job_syncs,
-            concurrent_cron_job_syncs: args.concurrent_cron_job_syncs,
-        },
     };
     let mut runnables = Vec::new();
     for name in &selected {
-        if *name == "garbage-collector-controller" && !args.enable_garbage_collector {
+        if *name == "garbage-collector-controller"
+            && !args.options.garbage_collector.enable_garbage_collector
+        {
             info!("garbage collector disabled (--enable-garbage-collector=false)");
             continue;
         }
-        match crate::controllers::build(name, &context) {
-            Some(Ok(built)) => runnables.extend(built),
-            Some(Err(error)) => return Err(error.context(format!("starting {name}"))),
-            None => unreachable!("the registry only selects implemented controllers"),
-        }
+        let Some(implementation) = registry::lookup(name).and_then(|d| d.implementation.as_ref())
+        else {
+            return Err(UsageError(format!("{name} is not implemented in this version")).into());
+        };
+        let built = (implementation.build)(&context, &args.options)
+            .map_err(|error| error.context(format!("starting {name}")))?;
+        runnables.extend(built);
     }
 
     let listener = TcpListener::bind(args.health_bind_address)
@@ -276,6 +198,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         listener,
         informers.clone(),
         context.ready_checks.clone(),
+        context.clients.clone(),
         metrics.clone(),
     ));
     info!(group = %args.group, controllers = ?selected, health = %health, informer = %args.informer, "worker starting");
@@ -291,9 +214,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!(group = %args.group, resources = ?informers.resources(), "worker ready: stores synced");
 
     let queues: Vec<_> = runnables.iter().map(|r| r.queue.clone()).collect();
+    // A controller whose credentials are not there yet starts once they are; the others
+    // do not wait for it.
     let running: Vec<_> = runnables
         .into_iter()
-        .map(|runnable| tokio::spawn(runnable.run(metrics.clone())))
+        .map(|runnable| {
+            let clients = context.clients.clone();
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                clients.ready(runnable.name).await;
+                runnable.run(metrics).await
+            })
+        })
         .collect();
     tokio::select! {
         _ = terminate.recv() => info!("SIGTERM: finishing in-flight work"),
@@ -325,6 +257,7 @@ async fn serve_health(
     listener: TcpListener,
     informers: Arc<Informers>,
     checks: Arc<std::sync::Mutex<Vec<crate::controller::ReadyCheck>>>,
+    clients: ClientFactory,
     metrics: Metrics,
 ) {
     loop {
@@ -339,19 +272,22 @@ async fn serve_health(
         let informers = informers.clone();
         let metrics = metrics.clone();
         let checks = checks.clone();
+        let clients = clients.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let informers = informers.clone();
                 let metrics = metrics.clone();
                 let checks = checks.clone();
+                let clients = clients.clone();
                 async move {
-                    let failing: Vec<String> = checks
+                    let mut failing: Vec<String> = checks
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .iter()
                         .filter(|(_, ready)| !ready())
                         .map(|(name, _)| name.clone())
                         .collect();
+                    failing.extend(clients.not_ready());
                     Ok::<_, Infallible>(respond(&request, &informers, &failing, &metrics))
                 }
             });
@@ -379,7 +315,7 @@ fn respond(
                 (
                     500,
                     "text/plain; charset=utf-8",
-                    format!("stores not synced yet: {}\n", unsynced.join(", ")),
+                    format!("not ready: {}\n", unsynced.join(", ")),
                 )
             }
         }
@@ -399,20 +335,4 @@ fn respond(
         .header("content-type", content_type)
         .body(Full::new(Bytes::from(body)))
         .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("12h"), Ok(Duration::from_secs(12 * 3600)));
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_go_duration("12").is_err());
-        assert!(parse_go_duration("h").is_err());
-        assert!(parse_go_duration("").is_err());
-    }
 }

@@ -4,15 +4,13 @@
 //! of typed deltas with a coalescing queue per subscriber.
 //!
 //! Object flow: [`reflector`] (LIST+WATCH) -> [`cache`] (objects, indexes, history) ->
-//! [`subscriber_queue`] (one per Watch) -> [`service`] (the gRPC stream). [`client`] is the
-//! other end, used by controller workers.
+//! [`subscriber_queue`] (one per Watch) -> [`service`] (the gRPC stream). The other end,
+//! used by controller workers, is the `rkcm-client` crate's `informer` module.
 
 pub mod cache;
-pub mod client;
 pub mod informers;
 pub mod metrics;
 pub mod object;
-pub mod rate_limit;
 pub mod reflector;
 pub mod selector;
 pub mod server;

@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 
 use crate::cache::ResourceCache;
 use crate::object::CachedObject;
-use crate::rate_limit::TokenBucket;
+use rkcm_client::rate_limit::TokenBucket;
 
 /// What a reflector needs besides its cache.
 #[derive(Clone)]

@@ -17,9 +17,9 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tracing::{info, warn};
 
 use crate::informers::Informers;
-use crate::rate_limit::TokenBucket;
 use crate::reflector::ReflectorContext;
 use crate::service::InformerService;
+use rkcm_client::rate_limit::TokenBucket;
 
 pub const USER_AGENT: &str = concat!("rkcm-informer-server/", env!("CARGO_PKG_VERSION"));
 
@@ -119,31 +119,12 @@ pub async fn kube_client(
     kubeconfig: Option<&Path>,
     user_agent: &str,
 ) -> anyhow::Result<kube::Client> {
-    let mut config = kube_config(kubeconfig).await?;
+    let mut config = rkcm_client::kube_config(kubeconfig).await?;
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_str(user_agent)?,
     ));
     kube::Client::try_from(config).context("building the API client")
-}
-
-/// The client configuration from `--kubeconfig`, or in-cluster / $KUBECONFIG without it.
-pub async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
-    match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await
-            .with_context(|| format!("loading kubeconfig {}", path.display()))
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig given and no in-cluster config or $KUBECONFIG found"),
-    }
 }
 
 /// Binds a Unix socket that is never reachable with wider permissions than 0600: bound

@@ -45,8 +45,7 @@ fn configmaps() -> GroupVersionResource {
 }
 
 async fn connect(socket: &Path) -> InformerClient<Channel> {
-    rkcm_informer_server::client::connect(&format!("unix://{}", socket.display()), None)
-        .expect("client")
+    rkcm_client::informer::connect(&format!("unix://{}", socket.display()), None).expect("client")
 }
 
 /// Writes `rounds` rounds of updates to every object, 16 in flight; each value carries the

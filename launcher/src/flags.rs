@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ArgAction;
-use rkcm_controller_workers::worker::parse_go_duration;
+use rkcm_controller_workers::flags::parse_go_duration;
+use rkcm_controller_workers::registry::ControllerOptions;
 
 fn duration(text: &str) -> Result<Duration, String> {
     parse_go_duration(text)
@@ -27,44 +28,10 @@ pub struct LauncherArgs {
     /// enables the controller named 'foo', '-foo' disables the controller named 'foo'.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
-    /// The number of deployment objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_deployment_syncs: usize,
-    /// The number of replica sets that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_replicaset_syncs: usize,
-    /// The number of replication controllers that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_rc_syncs: usize,
-    /// The number of ttl-after-finished-controller workers that are allowed to sync
-    /// concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_ttl_after_finished_syncs: usize,
-    /// The number of cron job objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_cron_job_syncs: usize,
-    /// The number of job objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_job_syncs: usize,
-    /// The number of garbage collector workers that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 20)]
-    pub concurrent_gc_syncs: usize,
-    /// Enables the generic garbage collector. MUST be synced with the corresponding flag
-    /// of the kube-apiserver.
-    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub enable_garbage_collector: bool,
-    /// The number of namespace objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 10)]
-    pub concurrent_namespace_syncs: usize,
-    /// The number of statefulset objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 5)]
-    pub concurrent_statefulset_syncs: usize,
-    /// The number of daemonset objects that are allowed to sync concurrently.
-    #[arg(long, default_value_t = 2)]
-    pub concurrent_daemonset_syncs: usize,
-    /// The period for syncing namespace life-cycle updates.
-    #[arg(long, default_value = "5m", value_parser = duration)]
-    pub namespace_sync_period: Duration,
+    /// Every controller's own flags (concurrency, periods), KCM's names and defaults; the
+    /// ones given are passed on to the workers.
+    #[command(flatten)]
+    pub controller_options: ControllerOptions,
     /// QPS to use while talking with kubernetes apiserver.
     #[arg(long, default_value_t = 20.0)]
     pub kube_api_qps: f32,
@@ -125,6 +92,9 @@ pub struct LauncherArgs {
     /// A list of HTTP paths to skip during authorization.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     pub authorization_always_allow_paths: Vec<String>,
+    /// If true, use individual service account credentials for each controller.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub use_service_account_credentials: bool,
     /// Number for the log level verbosity (0-10; 4 and above log debug detail).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -135,19 +105,12 @@ pub struct LauncherArgs {
     /// rkcm: where the informer-server's socket and per-instance files live.
     #[arg(long, default_value = "/var/run/rkcm")]
     pub runtime_dir: PathBuf,
-    /// rkcm: how often the garbage collector re-reads discovery to monitor new
-    /// resources (KCM: 30s, fixed).
-    #[arg(long, default_value = "30s", value_parser = duration)]
-    pub garbage_collector_discovery_period: Duration,
     /// rkcm: how long SIGTERM waits for children to finish in-flight work.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub shutdown_grace_period: Duration,
 
     // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
     // them yet, and names each one given in a warning at start.
-    /// Not acted on yet: per-controller service account credentials.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub use_service_account_credentials: Option<bool>,
     /// Not acted on yet (root-ca-cert-publisher, serviceaccount-token).
     #[arg(long)]
     pub root_ca_file: Option<PathBuf>,
@@ -220,7 +183,6 @@ impl LauncherArgs {
             };
         }
         check!(
-            use_service_account_credentials => "--use-service-account-credentials",
             root_ca_file => "--root-ca-file",
             service_account_private_key_file => "--service-account-private-key-file",
             cluster_signing_cert_file => "--cluster-signing-cert-file",
@@ -243,6 +205,27 @@ impl LauncherArgs {
             profiling => "--profiling",
         );
         given
+    }
+
+    /// The controller flags given on the command line (`--concurrent-gc-syncs=50`, ...),
+    /// as the workers take them: their defaults are the same, so only these are passed on.
+    pub fn given_controller_flags(matches: &clap::ArgMatches) -> Vec<String> {
+        use clap::Args as _;
+        ControllerOptions::augment_args(clap::Command::new("options"))
+            .get_arguments()
+            .filter(|arg| {
+                matches.value_source(arg.get_id().as_str())
+                    == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .flat_map(|arg| {
+                let long = arg.get_long().unwrap_or_default().to_string();
+                matches
+                    .get_raw(arg.get_id().as_str())
+                    .into_iter()
+                    .flatten()
+                    .map(move |value| format!("--{long}={}", value.to_string_lossy()))
+            })
+            .collect()
     }
 
     /// `RKCM_LOG` for this `-v`: info below 4, debug from 4, trace from 6 (klog's

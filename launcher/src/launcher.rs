@@ -176,12 +176,26 @@ fn children_kubeconfig(args: &LauncherArgs, runtime_dir: &Path) -> anyhow::Resul
     }
     let path = runtime_dir.join("kubeconfig");
     let yaml = serde_yaml::to_string(&kubeconfig).context("writing the children's kubeconfig")?;
-    kube_sim::write_private(&path, yaml.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
+    write_private(&path, yaml.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
     Ok(Some(path))
 }
 
-pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
+/// Writes a file only its owner can read (it holds credentials).
+fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(data)
+}
+
+/// Runs the launcher; `controller_flags` are the controller flags given to it, passed on
+/// to every worker.
+pub async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> anyhow::Result<()> {
     let election = ElectionConfig {
         namespace: args.leader_elect_resource_namespace.clone(),
         name: args.leader_elect_resource_name.clone(),
@@ -209,7 +223,7 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         warn!(flag, "accepted for compatibility with kube-controller-manager, but not acted on by this version");
     }
     // The kubeconfig must load (an unreachable server is retried later, a bad file is not).
-    rkcm_informer_server::server::kube_config(args.kubeconfig.as_deref())
+    rkcm_client::kube_config(args.kubeconfig.as_deref())
         .await
         .map_err(|e| UsageError(format!("{e:#}")))?;
     std::fs::create_dir_all(&args.runtime_dir)
@@ -219,7 +233,7 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
         .with_context(|| format!("resolving --runtime-dir {}", args.runtime_dir.display()))?;
     let kubeconfig = children_kubeconfig(&args, &runtime_dir)?;
     let client = {
-        let mut config = rkcm_informer_server::server::kube_config(kubeconfig.as_deref()).await?;
+        let mut config = rkcm_client::kube_config(kubeconfig.as_deref()).await?;
         config.headers.push((
             http::header::USER_AGENT,
             http::HeaderValue::from_static(USER_AGENT),
@@ -232,11 +246,8 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
     let mut warm: Vec<&str> = groups
         .iter()
         .flat_map(|g| g.selected.iter())
-        .flat_map(|c| {
-            rkcm_controller_workers::controllers::resources(c)
-                .iter()
-                .copied()
-        })
+        .filter_map(|c| registry::lookup(c)?.implementation.as_ref())
+        .flat_map(|implementation| implementation.resources.iter().copied())
         .collect();
     warm.sort();
     warm.dedup();
@@ -293,39 +304,16 @@ pub async fn run(args: LauncherArgs) -> anyhow::Result<()> {
                 args.kube_api_qps.to_string(),
                 "--kube-api-burst".into(),
                 args.kube_api_burst.to_string(),
-                "--concurrent-deployment-syncs".into(),
-                args.concurrent_deployment_syncs.to_string(),
-                "--concurrent-replicaset-syncs".into(),
-                args.concurrent_replicaset_syncs.to_string(),
-                "--concurrent-ttl-after-finished-syncs".into(),
-                args.concurrent_ttl_after_finished_syncs.to_string(),
-                "--concurrent-cron-job-syncs".into(),
-                args.concurrent_cron_job_syncs.to_string(),
-                "--concurrent-job-syncs".into(),
-                args.concurrent_job_syncs.to_string(),
-                "--concurrent-rc-syncs".into(),
-                args.concurrent_rc_syncs.to_string(),
-                "--concurrent-gc-syncs".into(),
-                args.concurrent_gc_syncs.to_string(),
                 format!(
-                    "--enable-garbage-collector={}",
-                    args.enable_garbage_collector
+                    "--use-service-account-credentials={}",
+                    args.use_service_account_credentials
                 ),
-                "--garbage-collector-discovery-period".into(),
-                format!("{}ms", args.garbage_collector_discovery_period.as_millis()),
-                "--concurrent-namespace-syncs".into(),
-                args.concurrent_namespace_syncs.to_string(),
-                "--concurrent-statefulset-syncs".into(),
-                args.concurrent_statefulset_syncs.to_string(),
-                "--concurrent-daemonset-syncs".into(),
-                args.concurrent_daemonset_syncs.to_string(),
-                "--namespace-sync-period".into(),
-                format!("{}s", args.namespace_sync_period.as_secs()),
                 "--min-resync-period".into(),
                 format!("{}s", args.min_resync_period.as_secs()),
                 "--shutdown-timeout".into(),
                 format!("{}s", args.shutdown_grace_period.as_secs()),
             ];
+            worker_args.extend(controller_flags.iter().cloned());
             if group.shards > 1 {
                 worker_args.push("--shard".into());
                 worker_args.push(format!("{shard}/{}", group.shards));
@@ -448,7 +436,7 @@ async fn hold(elector: &mut Elector, leader_elect: bool) {
 
 async fn delegated_client(path: Option<&Path>) -> anyhow::Result<Option<kube::Client>> {
     let Some(path) = path else { return Ok(None) };
-    let mut config = rkcm_informer_server::server::kube_config(Some(path))
+    let mut config = rkcm_client::kube_config(Some(path))
         .await
         .map_err(|e| UsageError(format!("{e:#}")))?;
     config.headers.push((

@@ -2,6 +2,7 @@
 //! image and the launcher re-executes itself for its children.
 
 mod certs;
+#[cfg(feature = "dev")]
 mod dev;
 mod flags;
 mod groups;
@@ -13,7 +14,7 @@ mod supervisor;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +44,7 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Starts a development cluster (kube-sim with simulated nodes) and the launcher on
     /// it, with a demo Deployment.
+    #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
 }
 
@@ -57,7 +59,8 @@ fn init_logging(default: &str) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let default_log = match &cli.command {
         Command::Launcher(args) => args.log_filter(),
         _ => "info",
@@ -75,9 +78,16 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Launcher(args) => launcher::run(*args).await,
+            Command::Launcher(args) => {
+                let given = matches
+                    .subcommand_matches("launcher")
+                    .map(flags::LauncherArgs::given_controller_flags)
+                    .unwrap_or_default();
+                launcher::run(*args, given).await
+            }
             Command::InformerServer(args) => rkcm_informer_server::run(args).await,
             Command::Worker(args) => rkcm_controller_workers::worker::run(args).await,
+            #[cfg(feature = "dev")]
             Command::Dev(args) => dev::run(args).await,
             Command::Certs(args) => certs::run(&args).map(|written| {
                 for path in written {

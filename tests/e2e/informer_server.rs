@@ -216,7 +216,7 @@ async fn after_a_history_compaction_the_subscriber_gets_reset_and_drops_what_van
 
     // The client library, feeding kube-runtime's own reflector store.
     let (reader, mut writer) = store::<ConfigMap>();
-    let events = rkcm_informer_server::client::watch::<ConfigMap>(
+    let events = rkcm_client::informer::watch::<ConfigMap>(
         server.client(),
         watch_request(gvr("", "v1", "configmaps"), &ns, "reset-test"),
     );
@@ -603,7 +603,7 @@ async fn health_follows_the_api_server() {
     let server = InformerServer::start(&cluster, &["--warm", "configmaps"])
         .await
         .unwrap();
-    let channel = rkcm_informer_server::client::channel(&server.address(), None).unwrap();
+    let channel = rkcm_client::informer::channel(&server.address(), None).unwrap();
     let health = tonic_health::pb::health_client::HealthClient::new(channel);
     let status_of = |service: &'static str| {
         let mut health = health.clone();
@@ -740,7 +740,7 @@ async fn grpcurl_lists_describes_and_watches_without_the_proto_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_serves_only_clients_with_a_certificate_from_the_client_ca() {
-    use rkcm_informer_server::client::{connect, ClientTls};
+    use rkcm_client::informer::{connect, ClientTls};
     let cluster = TestCluster::start().await.unwrap();
     let port = free_port();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();

@@ -90,7 +90,7 @@ impl InformerServer {
     }
 
     pub fn client(&self) -> InformerClient<Channel> {
-        rkcm_informer_server::client::connect(&self.address(), None).expect("a unix address")
+        rkcm_client::informer::connect(&self.address(), None).expect("a unix address")
     }
 
     pub async fn metrics_text(&self) -> anyhow::Result<String> {

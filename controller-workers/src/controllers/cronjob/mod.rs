@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::FutureExt;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -37,6 +36,8 @@ use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{controller_of, key_of, split_key, Store, CONTROLLER_UID_INDEX};
 
 pub const NAME: &str = "cronjob-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["batch/v1/cronjobs", "batch/v1/jobs"];
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 const MAX_MISSED: usize = 100;
 
@@ -51,29 +52,28 @@ struct Controller {
     creation_skew: Histogram,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of cron job objects that are allowed to sync concurrently. Larger number = more
+    /// responsive jobs, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_cron_job_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     let queue = context.queue("cronjob");
     let cronjobs = context.informers.get::<CronJob>();
     let jobs = context.informers.get::<Job>();
-    {
-        let queue = queue.clone();
-        cronjobs.add_handler(Arc::new(move |change: &Change<CronJob>| {
-            let cronjob = match change {
-                Change::Added(c) | Change::Updated { new: c, .. } => c,
-                Change::Deleted(_) => return,
-            };
-            queue.add(key_of(&cronjob.metadata));
-        }));
-    }
+    cronjobs.enqueue_live(&queue);
     {
         let queue = queue.clone();
         let store = cronjobs.store().clone();
         jobs.add_handler(Arc::new(move |change: &Change<Job>| {
-            let job = match change {
-                Change::Added(j) | Change::Updated { new: j, .. } => j,
-                Change::Deleted(deleted) => deleted.object(),
-            };
+            let job = change.latest();
             let namespace = job.metadata.namespace.as_deref().unwrap_or_default();
             if let Some(cronjob) =
                 controller_of(&job.metadata).and_then(|r| store.referenced(namespace, r))
@@ -101,16 +101,13 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         jobs: jobs.store().clone(),
         queue: queue.clone(),
     });
-    Ok(Runnable {
-        name: NAME,
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_cron_job_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_cron_job_syncs,
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 fn finished(job: &Job) -> Option<&str> {

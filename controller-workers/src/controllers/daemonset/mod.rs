@@ -24,7 +24,6 @@ mod update;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -41,6 +40,13 @@ use crate::store::{controller_of, key_of, Store};
 pub use placement::node_should_run_daemon_pod;
 
 pub const NAME: &str = "daemonset-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &[
+    "v1/pods",
+    "v1/nodes",
+    "apps/v1/daemonsets",
+    "apps/v1/controllerrevisions",
+];
 /// At most this many daemon pods are created or deleted in one sync.
 pub const BURST_REPLICAS: usize = 250;
 
@@ -59,7 +65,18 @@ pub(crate) struct Controller {
     queue: Arc<WorkQueue<String>>,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of daemonset objects that are allowed to sync concurrently. Larger number = more
+    /// responsive daemonsets, but more CPU (and network) load.
+    #[arg(long, default_value_t = 2)]
+    pub concurrent_daemonset_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     let queue = context.queue("daemonset");
     let daemon_sets = context.informers.get::<DaemonSet>();
@@ -78,40 +95,17 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         failed_pods_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(15 * 60)),
         queue: queue.clone(),
     });
-    {
-        let controller = controller.clone();
-        daemon_sets.add_handler(Arc::new(move |change: &Change<DaemonSet>| {
-            controller.on_daemon_set(change)
-        }));
-    }
-    {
-        let controller = controller.clone();
-        revisions.add_handler(Arc::new(move |change: &Change<ControllerRevision>| {
-            controller.on_revision(change)
-        }));
-    }
-    {
-        let controller = controller.clone();
-        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
-            controller.on_pod(change)
-        }));
-    }
-    {
-        let controller = controller.clone();
-        nodes.add_handler(Arc::new(move |change: &Change<Node>| {
-            controller.on_node(change)
-        }));
-    }
-    Ok(Runnable {
-        name: NAME,
+    daemon_sets.handle(&controller, Controller::on_daemon_set);
+    revisions.handle(&controller, Controller::on_revision);
+    pods.handle(&controller, Controller::on_pod);
+    nodes.handle(&controller, Controller::on_node);
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_daemonset_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_daemonset_syncs,
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 fn selector_of(ds: &DaemonSet) -> Option<Selector> {

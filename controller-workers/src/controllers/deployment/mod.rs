@@ -1,10 +1,10 @@
 //! deployment-controller: rolls a Deployment's pod template out through ReplicaSets
 //! (upstream `pkg/controller/deployment/`).
 //!
-//! `mod.rs` holds the event handlers and the dispatch of a sync; [`sync`] the shared
+//! `mod.rs` holds the event handlers and the dispatch of a sync; `sync` the shared
 //! steps (finding or creating the new ReplicaSet, proportional scaling, cleanup, status);
-//! [`rolling`] and [`recreate`] the two strategies; [`progress`] the Progressing
-//! condition and the deadline; [`rollback`] the deprecated rollbackTo annotation; and
+//! `rolling` and `recreate` the two strategies; `progress` the Progressing
+//! condition and the deadline; `rollback` the deprecated rollbackTo annotation; and
 //! [`util`] the pure helpers (annotations, revisions, surge arithmetic, hashing).
 
 mod progress;
@@ -16,7 +16,6 @@ pub mod util;
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -29,6 +28,8 @@ use crate::selector::Selector;
 use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "deployment-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"];
 /// A key that keeps failing is dropped after this many retries (upstream maxRetries).
 pub const MAX_RETRIES: u32 = 15;
 
@@ -41,7 +42,18 @@ pub(crate) struct Controller {
     queue: Arc<WorkQueue<String>>,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of deployment objects that are allowed to sync concurrently. Larger number = more
+    /// responsive deployments, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_deployment_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     let queue = context.queue("deployment");
     let deployments = context.informers.get::<Deployment>();
@@ -55,23 +67,8 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         pods: pods.store().clone(),
         queue: queue.clone(),
     });
-    {
-        let queue = queue.clone();
-        deployments.add_handler(Arc::new(move |change: &Change<Deployment>| {
-            let deployment = match change {
-                Change::Added(d) => d,
-                Change::Updated { new, .. } => new,
-                Change::Deleted(deleted) => deleted.object(),
-            };
-            queue.add(key_of(&deployment.metadata));
-        }));
-    }
-    {
-        let controller = controller.clone();
-        replica_sets.add_handler(Arc::new(move |change: &Change<ReplicaSet>| {
-            controller.on_replica_set(change)
-        }));
-    }
+    deployments.enqueue_changes(&queue);
+    replica_sets.handle(&controller, Controller::on_replica_set);
     {
         let controller = controller.clone();
         pods.add_handler(Arc::new(move |change: &Change<Pod>| {
@@ -80,16 +77,14 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
             }
         }));
     }
-    Ok(Runnable {
-        name: NAME,
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_deployment_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync_deployment(&key).await }.boxed()
-        }),
-        max_retries: Some(MAX_RETRIES),
-    })
+        options.concurrent_deployment_syncs,
+        controller,
+        |controller, key| async move { controller.sync_deployment(&key).await },
+    )
+    .with_max_retries(MAX_RETRIES))
 }
 
 impl Controller {

@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
@@ -32,6 +31,15 @@ use crate::selector::Selector;
 use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "disruption-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &[
+    "v1/pods",
+    "policy/v1/poddisruptionbudgets",
+    "apps/v1/replicasets",
+    "apps/v1/deployments",
+    "v1/replicationcontrollers",
+    "apps/v1/statefulsets",
+];
 /// An evicted pod still present is not counted as healthy for this long.
 const DELETION_TIMEOUT: SignedDuration = SignedDuration::from_secs(120);
 
@@ -67,38 +75,22 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         stateful_sets: context.informers.get::<StatefulSet>().store().clone(),
         queue: queue.clone(),
     });
-    {
-        let queue = queue.clone();
-        budgets.add_handler(Arc::new(move |change: &Change<PodDisruptionBudget>| {
-            let budget = match change {
-                Change::Added(b) | Change::Updated { new: b, .. } => b,
-                Change::Deleted(deleted) => deleted.object(),
-            };
-            queue.add(key_of(&budget.metadata));
-        }));
-    }
+    budgets.enqueue_changes(&queue);
     {
         let controller = controller.clone();
         pods.add_handler(Arc::new(move |change: &Change<Pod>| {
-            let pod = match change {
-                Change::Added(p) | Change::Updated { new: p, .. } => p,
-                Change::Deleted(deleted) => deleted.object(),
-            };
-            if let Some(key) = controller.budget_for(pod) {
+            if let Some(key) = controller.budget_for(change.latest()) {
                 controller.queue.add(key);
             }
         }));
     }
-    Ok(Runnable {
-        name: NAME,
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: 1,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        1,
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 fn selector_of(budget: &PodDisruptionBudget) -> Option<Selector> {

@@ -25,7 +25,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
@@ -39,6 +38,8 @@ use crate::recorder::Recorder;
 use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "job-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["v1/pods", "batch/v1/jobs"];
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 
 pub(crate) struct Controller {
@@ -95,7 +96,18 @@ impl FinalizerRemovals {
     }
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of job objects that are allowed to sync concurrently. Larger number = more
+    /// responsive jobs, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_job_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     // Upstream's job queue backs off 1 s doubling to 1 min.
     let queue: Arc<WorkQueue<String>> = WorkQueue::with_rate_limiter(
@@ -136,22 +148,14 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
             }
         }));
     }
-    {
-        let controller = controller.clone();
-        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
-            controller.on_pod(change)
-        }));
-    }
-    Ok(Runnable {
-        name: NAME,
+    pods.handle(&controller, Controller::on_pod);
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_job_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_job_syncs,
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 impl Controller {

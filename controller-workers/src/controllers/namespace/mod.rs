@@ -1,5 +1,5 @@
 //! namespace-controller: empties a namespace being deleted and then releases it
-//! (upstream `pkg/controller/namespace/`). The deletion itself is in [`deleter`]; this
+//! (upstream `pkg/controller/namespace/`). The deletion itself is in `deleter`; this
 //! module queues terminating namespaces (on every change, and every
 //! `--namespace-sync-period`) and runs `--concurrent-namespace-syncs` workers.
 
@@ -8,7 +8,6 @@ mod deleter;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Namespace;
 
 use crate::controller::{ControllerContext, Runnable};
@@ -17,8 +16,24 @@ use crate::queue::WorkQueue;
 use crate::rate_limiter::{Bucket, ItemExponentialFailure, MaxOf};
 
 pub const NAME: &str = "namespace-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["v1/namespaces"];
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of namespace objects that are allowed to sync concurrently. Larger number
+    /// = more responsive namespace termination, but more CPU (and network) load.
+    #[arg(long, default_value_t = 10)]
+    pub concurrent_namespace_syncs: usize,
+    /// The period for syncing namespace life-cycle updates (Go duration).
+    #[arg(long, default_value = "5m", value_parser = crate::flags::parse_go_duration)]
+    pub namespace_sync_period: std::time::Duration,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let client = context.clients.client(NAME)?;
     // Upstream's namespace queue backs off 5 ms doubling to 60 s (not 1000 s).
     let queue: Arc<WorkQueue<String>> = WorkQueue::with_rate_limiter(
@@ -36,9 +51,8 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
     {
         let queue = queue.clone();
         namespaces.add_handler(Arc::new(move |change: &Change<Namespace>| {
-            let namespace = match change {
-                Change::Added(ns) | Change::Updated { new: ns, .. } => ns,
-                Change::Deleted(_) => return,
+            let Some(namespace) = change.live() else {
+                return;
             };
             if namespace.metadata.deletion_timestamp.is_some() {
                 if let Some(name) = namespace.metadata.name.clone() {
@@ -51,7 +65,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         // The namespace informer's own resync period, as KCM gives it.
         let queue = queue.clone();
         let store = namespaces.store().clone();
-        let period = context.options.namespace_sync_period;
+        let period = options.namespace_sync_period;
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
@@ -71,14 +85,11 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         namespaces: namespaces.store().clone(),
         queue: queue.clone(),
     });
-    Ok(Runnable {
-        name: NAME,
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_namespace_syncs,
-        sync: Arc::new(move |name| {
-            let deleter = deleter.clone();
-            async move { deleter.sync(&name).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_namespace_syncs,
+        deleter,
+        |deleter, name| async move { deleter.sync(&name).await },
+    ))
 }

@@ -14,7 +14,6 @@ mod sync;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 
@@ -28,6 +27,10 @@ use self::kind::Replicated;
 use crate::store::{controller_of, controller_uid, key_of, Store};
 
 pub const NAME: &str = "replicaset-controller";
+/// The resources replicaset-controller's informers read.
+pub const RESOURCES: &[&str] = &["v1/pods", "apps/v1/replicasets"];
+/// The resources replicationcontroller-controller's informers read.
+pub const REPLICATION_CONTROLLER_RESOURCES: &[&str] = &["v1/pods", "v1/replicationcontrollers"];
 /// At most this many pods are created or deleted in one sync (upstream BurstReplicas).
 pub const BURST_REPLICAS: usize = 500;
 
@@ -40,14 +43,37 @@ pub(crate) struct Controller<K: Replicated> {
     queue: Arc<WorkQueue<String>>,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
-    build_for::<ReplicaSet>(context, context.options.concurrent_replicaset_syncs)
+/// replicaset-controller's flags (KCM's names and defaults).
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of replica sets that are allowed to sync concurrently. Larger number =
+    /// more responsive replica management, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_replicaset_syncs: usize,
+}
+
+/// replicationcontroller-controller's flags (KCM's names and defaults).
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct ReplicationControllerOptions {
+    /// The number of replication controllers that are allowed to sync concurrently. Larger
+    /// number = more responsive replica management, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_rc_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
+    build_for::<ReplicaSet>(context, options.concurrent_replicaset_syncs)
 }
 
 /// replicationcontroller-controller: the same controller for core/v1
 /// ReplicationControllers, as upstream runs it.
-pub fn build_replication_controller(context: &ControllerContext) -> anyhow::Result<Runnable> {
-    build_for::<ReplicationController>(context, context.options.concurrent_rc_syncs)
+pub fn build_replication_controller(
+    context: &ControllerContext,
+    options: &ReplicationControllerOptions,
+) -> anyhow::Result<Runnable> {
+    build_for::<ReplicationController>(context, options.concurrent_rc_syncs)
 }
 
 fn build_for<K: Replicated>(
@@ -67,28 +93,15 @@ fn build_for<K: Replicated>(
         expectations: UidTrackingExpectations::new(),
         queue: queue.clone(),
     });
-    {
-        let controller = controller.clone();
-        replica_sets.add_handler(Arc::new(move |change: &Change<K>| {
-            controller.on_replica_set(change)
-        }));
-    }
-    {
-        let controller = controller.clone();
-        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
-            controller.on_pod(change)
-        }));
-    }
-    Ok(Runnable {
-        name: K::CONTROLLER,
+    replica_sets.handle(&controller, Controller::<K>::on_replica_set);
+    pods.handle(&controller, Controller::<K>::on_pod);
+    Ok(Runnable::new(
+        K::CONTROLLER,
         queue,
         workers,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 impl<K: Replicated> Controller<K> {

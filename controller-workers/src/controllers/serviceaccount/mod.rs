@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -17,6 +16,8 @@ use crate::pod_control::is_namespace_terminating;
 use crate::store::Store;
 
 pub const NAME: &str = "serviceaccount-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["v1/namespaces", "v1/serviceaccounts"];
 /// The accounts ensured in every namespace (KCM: just `default`).
 pub const SERVICE_ACCOUNTS: &[&str] = &["default"];
 
@@ -57,17 +58,14 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         namespaces: namespaces.store().clone(),
         service_accounts: service_accounts.store().clone(),
     });
-    Ok(Runnable {
-        name: NAME,
+    // KCM runs this controller with one worker.
+    Ok(Runnable::new(
+        NAME,
         queue,
-        // KCM runs this controller with one worker.
-        workers: 1,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync_namespace(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        1,
+        controller,
+        |controller, key| async move { controller.sync_namespace(&key).await },
+    ))
 }
 
 impl Controller {

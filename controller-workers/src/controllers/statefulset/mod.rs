@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -43,6 +42,13 @@ use crate::selector::Selector;
 use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "statefulset-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &[
+    "v1/pods",
+    "apps/v1/statefulsets",
+    "apps/v1/controllerrevisions",
+    "v1/persistentvolumeclaims",
+];
 /// The queue's name (the `name` label of the workqueue metrics), as upstream.
 const QUEUE: &str = "statefulset";
 
@@ -55,7 +61,18 @@ pub(crate) struct Controller {
     queue: Arc<WorkQueue<String>>,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of statefulset objects that are allowed to sync concurrently. Larger number =
+    /// more responsive statefulsets, but more CPU (and network) load.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_statefulset_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     let queue = context.queue(QUEUE);
     let sets = context.informers.get::<StatefulSet>();
@@ -70,28 +87,15 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         revisions: revisions.store().clone(),
         queue: queue.clone(),
     });
-    {
-        let controller = controller.clone();
-        sets.add_handler(Arc::new(move |change: &Change<StatefulSet>| {
-            controller.on_set(change)
-        }));
-    }
-    {
-        let controller = controller.clone();
-        pods.add_handler(Arc::new(move |change: &Change<Pod>| {
-            controller.on_pod(change)
-        }));
-    }
-    Ok(Runnable {
-        name: NAME,
+    sets.handle(&controller, Controller::on_set);
+    pods.handle(&controller, Controller::on_pod);
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_statefulset_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_statefulset_syncs,
+        controller,
+        |controller, key| async move { controller.sync(&key).await },
+    ))
 }
 
 fn selector_of(set: &StatefulSet) -> Result<Selector, String> {

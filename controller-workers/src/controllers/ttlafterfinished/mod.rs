@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
@@ -22,6 +21,8 @@ use crate::queue::WorkQueue;
 use crate::store::{key_of, split_key, Store};
 
 pub const NAME: &str = "ttl-after-finished-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["batch/v1/jobs"];
 
 struct Controller {
     client: kube::Client,
@@ -64,16 +65,25 @@ fn time_left(job: &Job, now: Timestamp) -> Option<(i128, Timestamp)> {
     Some((expires.as_nanosecond() - now.as_nanosecond(), expires))
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
+/// The controller's flags (KCM's names and defaults), flattened into the worker's and the
+/// launcher's command lines.
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of ttl-after-finished-controller workers that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_ttl_after_finished_syncs: usize,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
     let client = context.clients.client(NAME)?;
     let queue = context.queue("ttl_jobs_to_delete");
     let jobs = context.informers.get::<Job>();
     {
         let queue = queue.clone();
         jobs.add_handler(Arc::new(move |change: &Change<Job>| {
-            let job = match change {
-                Change::Added(job) | Change::Updated { new: job, .. } => job,
-                Change::Deleted(_) => return,
+            let Some(job) = change.live() else {
+                return;
             };
             if job.metadata.deletion_timestamp.is_none() && needs_cleanup(job) {
                 queue.add(key_of(&job.metadata));
@@ -97,16 +107,13 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
         queue: queue.clone(),
         deletion_delay,
     });
-    Ok(Runnable {
-        name: NAME,
+    Ok(Runnable::new(
+        NAME,
         queue,
-        workers: context.options.concurrent_ttl_after_finished_syncs,
-        sync: Arc::new(move |key| {
-            let controller = controller.clone();
-            async move { controller.process(&key).await }.boxed()
-        }),
-        max_retries: None,
-    })
+        options.concurrent_ttl_after_finished_syncs,
+        controller,
+        |controller, key| async move { controller.process(&key).await },
+    ))
 }
 
 impl Controller {
