@@ -169,11 +169,8 @@ pub fn describe(error: &anyhow::Error) -> String {
 }
 
 fn is_conflict_or_gone(error: &anyhow::Error) -> bool {
-    error
-        .chain()
-        .any(|cause| match cause.downcast_ref::<kube::Error>() {
-            Some(kube::Error::Api(status)) => status.code == 409 || status.code == 404,
-            _ => false,
-        })
-        || describe(error).contains("because it is being terminated")
+    use crate::api_errors::{any_in_chain, is_conflict, is_namespace_terminating, is_not_found};
+    any_in_chain(error, is_conflict)
+        || any_in_chain(error, is_not_found)
+        || any_in_chain(error, is_namespace_terminating)
 }

@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 use tracing::debug;
 
-use crate::pod_control::is_not_found;
+use crate::api_errors::is_not_found;
 use crate::selector::Selector;
 
 /// The owners an update of an owned object (a pod, a ReplicaSet, a revision) concerns,

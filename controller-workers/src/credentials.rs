@@ -30,6 +30,8 @@ use tokio::sync::{watch, Notify};
 use tower::{Layer, Service};
 use tracing::{info, warn};
 
+use crate::api_errors::is_already_exists;
+
 /// Where KCM keeps its controllers' ServiceAccounts.
 pub const NAMESPACE: &str = "kube-system";
 /// The lifetime KCM asks for.
@@ -232,10 +234,6 @@ async fn request_token(
     Ok((status.token, lifetime))
 }
 
-fn is_already_exists(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.reason == "AlreadyExists")
-}
-
 /// An API error as one line: the server's own message for refusals.
 fn describe(error: &kube::Error) -> String {
     match error {
@@ -400,7 +398,7 @@ where
                     let (verb, resource) = describe_request(&method, &path);
                     let key = format!("{verb} {resource}");
                     if layer.refusals.should_log(&key) {
-                        warn!(controller = %layer.controller, verb = %verb, resource = %resource, identity = %layer.identity, "the API server refused the request (403 Forbidden): the identity lacks this permission");
+                        warn!(controller = %layer.controller, verb = %verb, resource = %resource, identity = %layer.identity, "the API server refused the request (403 Forbidden)");
                     }
                 }
                 401 => {

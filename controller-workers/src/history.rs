@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
-use crate::pod_control::{is_conflict, is_not_found};
+use crate::api_errors::{is_conflict, is_not_found};
 
 /// The label every revision carries with its hash (`history.ControllerRevisionHashLabel`).
 pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";

@@ -7,6 +7,7 @@
 //! lives beside the runtime, as upstream's `controller_utils`; each controller has its
 //! own folder under [`controllers`].
 
+pub mod api_errors;
 pub mod client;
 pub mod controller;
 pub mod controller_ref;

@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::Resource;
 use tracing::debug;
 
+use crate::api_errors::{is_namespace_terminating, is_not_found, message as api_error_text};
 use crate::recorder::{Recorder, NORMAL, WARNING};
 
 pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
@@ -58,29 +59,6 @@ pub fn pod_from_template(
         spec: template.spec.clone(),
         status: None,
     }
-}
-
-/// Whether the API error says the namespace is terminating (no event then, as upstream).
-pub fn is_namespace_terminating(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => {
-            status.details.as_ref().is_some_and(|details| {
-                details
-                    .causes
-                    .iter()
-                    .any(|cause| cause.reason == "NamespaceTerminating")
-            }) || status.message.contains("because it is being terminated")
-        }
-        _ => false,
-    }
-}
-
-pub fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-pub fn is_conflict(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409)
 }
 
 #[derive(Clone)]
@@ -181,13 +159,6 @@ impl PodControl {
 }
 
 /// The message of an API error as Go's StatusError prints it.
-pub fn api_error_text(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Runs `count` calls of `call` in batches of 1, 2, 4, ... (at most `count` in all),
 /// stopping after the first batch with a failure: a doomed request (quota, invalid
 /// template) fails once rather than `count` times. Returns the successes and the first

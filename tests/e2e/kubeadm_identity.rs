@@ -411,6 +411,22 @@ async fn under_kubeadms_identity_every_controller_writes_as_its_own_service_acco
         .await;
     }
 
+    // Nothing a controller wrote so far was refused. (From here on a 403 can be right: the
+    // API server refuses new content in a terminating namespace with 403, as a real one does.)
+    let refused_before_deletion: Vec<Request> = cluster
+        .sim
+        .as_ref()
+        .map(|sim| requests_by_user(&sim.metrics_text()))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| is_write(&r.verb) && r.user.starts_with(SA_PREFIX) && r.code == "403")
+        .collect();
+    assert!(
+        refused_before_deletion.is_empty(),
+        "controllers were refused writes their bootstrap roles should allow: {refused_before_deletion:#?}\nlauncher log:\n{}",
+        launcher.log()
+    );
+
     // A namespace with content is deleted.
     let doomed = namespace(&cluster, &launcher, "doomed").await;
     kubectl(
@@ -471,15 +487,6 @@ async fn under_kubeadms_identity_every_controller_writes_as_its_own_service_acco
             );
         }
     }
-    let refused: Vec<&&Request> = writes
-        .iter()
-        .filter(|r| r.user.starts_with(SA_PREFIX) && r.code == "403")
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "controllers were refused writes their bootstrap roles should allow: {refused:#?}\nlauncher log:\n{}",
-        launcher.log()
-    );
     for (account, resource) in [
         ("deployment-controller", "replicasets"),
         ("replicaset-controller", "pods"),
@@ -605,4 +612,140 @@ async fn a_controller_without_its_role_binding_logs_refusals_and_the_others_conv
     )
     .await;
     cluster.cleanup().await;
+}
+
+/// A controller whose ServiceAccount token cannot be had waits, named with the reason in
+/// the worker's `/readyz`, while the others run; once the token can be had it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_without_credentials_waits_and_the_others_run() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let cluster = TestCluster::start().await.unwrap();
+    let Some(sim) = cluster.sim_only("a kubeconfig for a test identity") else {
+        return;
+    };
+    // An identity that may ask tokens for service-account-controller only.
+    let user = "rkcm-partial";
+    let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+    "metadata": {"name": user},
+    "rules": [
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"],
+         "resourceNames": ["service-account-controller"]},
+    ]}))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(cluster.client.clone());
+    let binding = |name: &str, role: &str| -> ClusterRoleBinding {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}))
+        .unwrap()
+    };
+    bindings
+        .create(&PostParams::default(), &binding(user, user))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("partial.conf");
+    std::fs::write(&kubeconfig, sim.kubeconfig_for(user, &[]).unwrap()).unwrap();
+
+    let informer = InformerServer::start(&cluster, &[]).await.unwrap();
+    let health = format!("127.0.0.1:{}", free_port());
+    let log_path = dir.path().join("worker.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let _worker = tokio::process::Command::new(RKCM)
+        .args(["worker", "--kubeconfig", &kubeconfig.display().to_string()])
+        .args([
+            "--informer",
+            &informer.address(),
+            "--health-bind-address",
+            &health,
+        ])
+        .args([
+            "--controllers=serviceaccount,deployment",
+            "--use-service-account-credentials",
+        ])
+        .env("RKCM_LOG", "info")
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let worker_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let readyz = wait_for(
+        "/readyz to name the controller without credentials",
+        WAIT,
+        || {
+            let health = health.clone();
+            async move {
+                Ok(match http_get(&health, "/readyz").await {
+                    Ok((500, body)) if body.contains("credentials of deployment-controller") => {
+                        Some(body)
+                    }
+                    _ => None,
+                })
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", worker_log()));
+    assert!(
+        readyz.contains("forbidden") && !readyz.contains("service-account-controller"),
+        "the reason is the refusal, and only the deployment controller waits: {readyz}"
+    );
+
+    // The serviceaccount controller runs meanwhile, as itself.
+    let ns = format!("partial-{}", kube_sim::api::random_suffix(5));
+    cluster
+        .kubectl_ok(&["create", "namespace", &ns])
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), &ns);
+    wait_for(
+        "the default ServiceAccount from the running controller",
+        WAIT,
+        || {
+            let accounts = accounts.clone();
+            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", worker_log()));
+    cluster
+        .kubectl_ok(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=registry.k8s.io/pause:3.9",
+            "-n",
+            &ns,
+        ])
+        .await
+        .unwrap();
+
+    // Tokens for everyone: the waiting controller starts without a restart.
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding("rkcm-partial-kcm", "system:kube-controller-manager"),
+        )
+        .await
+        .unwrap();
+    let replicasets: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), &ns);
+    wait_for(
+        "the deployment controller to start and make its ReplicaSet",
+        WAIT,
+        || {
+            let replicasets = replicasets.clone();
+            async move {
+                let made = replicasets.list(&ListParams::default()).await?.items.len();
+                Ok((made == 1).then_some(()))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", worker_log()));
+    assert!(matches!(http_get(&health, "/readyz").await, Ok((200, _))));
 }

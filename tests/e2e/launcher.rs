@@ -410,13 +410,30 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
     assert_eq!(&command[..2], ["rkcm", "launcher"]);
-    let kubeconfig = cluster.kubeconfig.display().to_string();
+    // On kube-sim, kubeadm's own identity (which may hold only KCM's Lease, so that one);
+    // on a real cluster the test's kubeconfig and a Lease of the test's own.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = match &cluster.sim {
+        Some(sim) => {
+            let path = dir.path().join("controller-manager.conf");
+            std::fs::write(
+                &path,
+                sim.kubeconfig_for("system:kube-controller-manager", &[])
+                    .unwrap(),
+            )
+            .unwrap();
+            path.display().to_string()
+        }
+        None => cluster.kubeconfig.display().to_string(),
+    };
     let mut args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
         .map(|flag| flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig))
         .collect();
-    args.push(format!("--leader-elect-resource-name={}", lease_name()));
+    if cluster.sim.is_none() {
+        args.push(format!("--leader-elect-resource-name={}", lease_name()));
+    }
     let launcher = Launcher::start_with(args).await.unwrap();
     let log = launcher.log();
     for flag in ["--root-ca-file", "--cluster-signing-cert-file"] {

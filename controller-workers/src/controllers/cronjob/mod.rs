@@ -28,9 +28,10 @@ use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 use self::schedule::Schedule;
+use crate::api_errors::is_not_found;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
-use crate::pod_control::{controller_ref, is_not_found};
+use crate::pod_control::controller_ref;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{controller_of, key_of, split_key, Store, CONTROLLER_UID_INDEX};
@@ -430,10 +431,7 @@ impl Controller {
                     cronjob,
                     WARNING,
                     "FailedCreate",
-                    format!(
-                        "Error creating job: {}",
-                        crate::pod_control::api_error_text(&error)
-                    ),
+                    format!("Error creating job: {}", crate::api_errors::message(&error)),
                 );
                 return Err(error.into());
             }

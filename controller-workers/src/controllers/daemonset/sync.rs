@@ -18,11 +18,10 @@ use super::placement::{
     node_should_run_daemon_pod, pin_to_node, target_node_name, template_generation,
 };
 use super::{min_ready_seconds, selector_of, Controller, BURST_REPLICAS};
+use crate::api_errors::{is_namespace_terminating, is_not_found};
 use crate::controller_ref::RefManager;
 use crate::history::POD_REVISION_LABEL;
-use crate::pod_control::{
-    controller_ref, is_namespace_terminating, is_not_found, SLOW_START_INITIAL_BATCH_SIZE,
-};
+use crate::pod_control::{controller_ref, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{is_pod_available, is_pod_ready, phase};
 use crate::recorder::{NORMAL, WARNING};
 use crate::store::{key_of, split_key};

@@ -16,8 +16,9 @@ use tracing::debug;
 
 use super::util::{self, deployment_replicas, replica_set_replicas};
 use super::Controller;
+use crate::api_errors::{is_namespace_terminating, is_not_found, message as api_error_text};
 use crate::controller_ref::RefManager;
-use crate::pod_control::{api_error_text, controller_ref, is_namespace_terminating, is_not_found};
+use crate::pod_control::controller_ref;
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
 use crate::store::{split_key, CONTROLLER_UID_INDEX};

@@ -18,10 +18,9 @@ use super::pod_failure_policy::{
     is_pod_failed, match_pod_failure_policy, only_replace_failed_pods, Action,
 };
 use super::{Controller, TRACKING_FINALIZER};
+use crate::api_errors::is_not_found;
 use crate::controller_ref::RefManager;
-use crate::pod_control::{
-    controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
-};
+use crate::pod_control::{controller_ref, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{compare_for_deletion, is_pod_active, is_pod_ready, is_pod_terminating, phase};
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;

@@ -13,10 +13,9 @@ use tracing::{debug, warn};
 
 use super::kind::Replicated;
 use super::{status, Controller, BURST_REPLICAS};
+use crate::api_errors::is_not_found;
 use crate::controller_ref::RefManager;
-use crate::pod_control::{
-    controller_ref, is_not_found, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE,
-};
+use crate::pod_control::{controller_ref, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{compare_for_deletion, is_pod_active};
 use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX};
 
@@ -124,7 +123,7 @@ impl<K: Replicated> Controller<K> {
             if let Some(error) = error {
                 return Err(ManageError {
                     reason: "FailedCreate",
-                    error: anyhow!(crate::pod_control::api_error_text(&error)),
+                    error: anyhow!(crate::api_errors::message(&error)),
                 });
             }
         } else if pods.len() > replicas {
@@ -157,7 +156,7 @@ impl<K: Replicated> Controller<K> {
             if let Some(error) = first_error {
                 return Err(ManageError {
                     reason: "FailedDelete",
-                    error: anyhow!(crate::pod_control::api_error_text(&error)),
+                    error: anyhow!(crate::api_errors::message(&error)),
                 });
             }
         }

@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 
+use crate::api_errors::is_namespace_terminating;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
-use crate::pod_control::is_namespace_terminating;
 use crate::store::Store;
 
 pub const NAME: &str = "serviceaccount-controller";

@@ -26,8 +26,8 @@ use super::utils::{
     storage_matches, update_strategy_type, RollingStep, UpdateRevision, ON_DELETE,
 };
 use super::Controller;
+use crate::api_errors::is_not_found;
 use crate::history::{create_revision, delete_revision, sort_revisions, update_revision_number};
-use crate::pod_control::is_not_found;
 use crate::selector::Selector;
 use crate::store::controller_uid;
 

@@ -19,13 +19,9 @@ use super::utils::{
     retention_policy, set_name, set_namespace, storage_matches, update_claim_owner_refs,
     update_identity, update_storage, Owner,
 };
-use crate::pod_control::{api_error_text, is_conflict};
+use crate::api_errors::{is_already_exists, is_conflict, message as api_error_text};
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::Store;
-
-pub fn is_already_exists(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists")
-}
 
 /// An error as Go prints it: the chain joined with ": ", API errors as their message.
 pub fn go_text(error: &anyhow::Error) -> String {

@@ -15,7 +15,7 @@ use super::utils::{
     is_created, is_running_and_available, is_running_and_ready, is_terminating, pod_revision,
     replicas, update_strategy_type, ROLLING_UPDATE,
 };
-use crate::pod_control::is_conflict;
+use crate::api_errors::is_conflict;
 
 /// The status fields the controller owns, as plain numbers (the API omits zeros).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
