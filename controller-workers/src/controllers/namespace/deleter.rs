@@ -220,10 +220,12 @@ impl Deleter {
             );
         }
         if !totals.remaining.is_empty() {
-            let wait = totals.estimate.max(1) as u64;
-            debug!(namespace = name, wait, remaining = ?totals.remaining, "content remains; looking again later");
+            // Upstream looks again after half the estimate and a second: most pods go well
+            // before their whole grace period.
+            let wait = recheck_after(totals.estimate);
+            debug!(namespace = name, wait = ?wait, remaining = ?totals.remaining, "content remains; looking again later");
             self.queue
-                .add_after(name.to_string(), Duration::from_secs(wait));
+                .add_after(name.to_string(), wait);
             return Ok(());
         }
         // Everything is gone: release the namespace.
@@ -363,7 +365,8 @@ impl Deleter {
                 }
             }
         }
-        // Graceful pod deletion: wait about as long as the longest grace period.
+        // Graceful pod deletion: the longest grace period, as long as the namespace has not
+        // been going for that long already (upstream's estimate).
         if resource.group.is_empty() && resource.resource == "pods" {
             let elapsed = (Timestamp::now().as_second() - deleted_at.as_second()).max(0);
             let longest = present
@@ -371,7 +374,7 @@ impl Deleter {
                 .map(|meta| meta.deletion_grace_period_seconds.unwrap_or(30))
                 .max()
                 .unwrap_or(0);
-            totals.estimate = totals.estimate.max(longest - elapsed);
+            totals.estimate = totals.estimate.max(pod_estimate(longest, elapsed));
         }
         // What is still there (the cache follows the deletions within moments).
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -391,8 +394,44 @@ impl Deleter {
     }
 }
 
+/// How long pods may still take: their longest grace period, or nothing once the
+/// namespace has been terminating at least that long.
+fn pod_estimate(longest_grace_seconds: i64, elapsed_seconds: i64) -> i64 {
+    if elapsed_seconds >= longest_grace_seconds {
+        0
+    } else {
+        longest_grace_seconds
+    }
+}
+
+/// When to look again at a namespace whose content remains, for an estimate in seconds.
+fn recheck_after(estimate_seconds: i64) -> Duration {
+    Duration::from_secs((estimate_seconds.max(0) / 2 + 1) as u64)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn remaining_content_is_looked_at_again_after_half_the_estimate() {
+        use super::{pod_estimate, recheck_after};
+        use std::time::Duration;
+        // (longest grace, seconds since the namespace's deletion, expected wait)
+        let cases = [
+            (30, 0, 16),
+            (30, 16, 16),
+            (30, 30, 1),
+            (0, 0, 1),
+            (15, 3, 8),
+        ];
+        for (grace, elapsed, wait) in cases {
+            assert_eq!(
+                recheck_after(pod_estimate(grace, elapsed)),
+                Duration::from_secs(wait),
+                "grace {grace}, elapsed {elapsed}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
