@@ -31,6 +31,8 @@ pub struct Informers {
     subscriber: String,
     min_resync: Duration,
     shard: Option<Shard>,
+    /// Resources streamed whole even in a shard.
+    whole: Vec<String>,
     entries: Mutex<HashMap<TypeId, Entry>>,
 }
 
@@ -41,13 +43,16 @@ impl Informers {
             subscriber,
             min_resync,
             shard: None,
+            whole: Vec::new(),
             entries: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Streams only one namespace-hash shard, `(index, count)`.
-    pub fn with_shard(mut self, shard: Option<(u32, u32)>) -> Self {
+    /// Streams only one namespace-hash shard, `(index, count)`, of every resource but the
+    /// `whole` ones (`"v1/nodes"`), which every shard receives entire.
+    pub fn with_shard(mut self, shard: Option<(u32, u32)>, whole: &[&str]) -> Self {
         self.shard = shard.map(|(index, count)| Shard { index, count });
+        self.whole = whole.iter().map(|r| r.to_string()).collect();
         self
     }
 
@@ -94,11 +99,16 @@ impl Informers {
         let mut entries = self.lock();
         for entry in entries.values_mut() {
             if let Some(start) = entry.starter.take() {
+                let shard = if self.whole.contains(&entry.resource) {
+                    None
+                } else {
+                    self.shard
+                };
                 start(
                     self.client.clone(),
                     self.subscriber.clone(),
                     self.min_resync,
-                    self.shard,
+                    shard,
                 );
             }
         }

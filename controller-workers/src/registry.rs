@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
-    cronjob, daemonset, deployment, disruption, garbagecollector, job, namespace, replicaset,
-    serviceaccount, statefulset, ttlafterfinished,
+    cronjob, daemonset, deployment, disruption, garbagecollector, job, namespace, nodelifecycle,
+    replicaset, serviceaccount, statefulset, tainteviction, ttlafterfinished,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,45 @@ pub struct Implementation {
     /// Builds the controller and registers its handlers; most are one queue, the garbage
     /// collector is two.
     pub build: Build,
+    /// How its work splits over the shards of a group.
+    pub sharding: Sharding,
+}
+
+/// How a controller's work splits over the processes of a sharded group (`shards: N`, the
+/// informer-server's namespace-hash filter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharding {
+    /// Its keys are namespaced objects (or namespaces): each shard handles the namespaces
+    /// that hash to it, and receives these resources whole, since it must see all of them
+    /// (cluster-scoped kinds it reads next to its own, such as Nodes).
+    ByNamespace { whole: &'static [&'static str] },
+    /// It cannot be split correctly; the reason, for the refusal.
+    Refused(&'static str),
+}
+
+/// Why this set of controllers cannot run in a sharded group, if one of them cannot.
+pub fn sharding_refusal(controllers: &[&str]) -> Option<String> {
+    controllers.iter().find_map(
+        |name| match lookup(name)?.implementation.as_ref()?.sharding {
+            Sharding::Refused(reason) => Some(format!("{name} cannot be sharded: {reason}")),
+            Sharding::ByNamespace { .. } => None,
+        },
+    )
+}
+
+/// The resources every shard of a group with these controllers receives whole.
+pub fn whole_resources(controllers: &[&str]) -> Vec<&'static str> {
+    let mut whole: Vec<&'static str> = controllers
+        .iter()
+        .filter_map(|name| lookup(name)?.implementation.as_ref())
+        .flat_map(|implementation| match implementation.sharding {
+            Sharding::ByNamespace { whole } => whole.iter().copied(),
+            Sharding::Refused(_) => [].iter().copied(),
+        })
+        .collect();
+    whole.sort_unstable();
+    whole.dedup();
+    whole
 }
 
 pub type Build = fn(&ControllerContext, &ControllerOptions) -> anyhow::Result<Vec<Runnable>>;
@@ -107,6 +146,8 @@ pub struct ControllerOptions {
     pub namespace: namespace::Options,
     #[command(flatten)]
     pub garbage_collector: garbagecollector::Options,
+    #[command(flatten)]
+    pub node_lifecycle: nodelifecycle::Options,
 }
 
 impl ControllerOptions {
@@ -170,6 +211,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("replication-controller"),
         Some(Implementation {
             resources: replicaset::REPLICATION_CONTROLLER_RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| {
                 one(replicaset::build_replication_controller(
                     c,
@@ -199,6 +241,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("namespace-controller"),
         Some(Implementation {
             resources: namespace::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(namespace::build(c, &o.namespace)),
         }),
     ),
@@ -209,6 +252,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("service-account-controller"),
         Some(Implementation {
             resources: serviceaccount::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(serviceaccount::build(c)),
         }),
     ),
@@ -219,6 +263,9 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("generic-garbage-collector"),
         Some(Implementation {
             resources: garbagecollector::RESOURCES,
+            sharding: Sharding::Refused(
+                "owners and dependents cross namespaces and cluster scope, and the owner graph must be whole; run it in a group of its own without shards",
+            ),
             build: |c, o| garbagecollector::build(c, &o.garbage_collector),
         }),
     ),
@@ -229,6 +276,9 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("daemon-set-controller"),
         Some(Implementation {
             resources: daemonset::RESOURCES,
+            sharding: Sharding::ByNamespace {
+                whole: &["v1/nodes"],
+            },
             build: |c, o| one(daemonset::build(c, &o.daemonset)),
         }),
     ),
@@ -239,6 +289,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("job-controller"),
         Some(Implementation {
             resources: job::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(job::build(c, &o.job)),
         }),
     ),
@@ -249,6 +300,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("deployment-controller"),
         Some(Implementation {
             resources: deployment::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(deployment::build(c, &o.deployment)),
         }),
     ),
@@ -259,6 +311,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("replicaset-controller"),
         Some(Implementation {
             resources: replicaset::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(replicaset::build(c, &o.replicaset)),
         }),
     ),
@@ -276,6 +329,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("disruption-controller"),
         Some(Implementation {
             resources: disruption::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(disruption::build(c)),
         }),
     ),
@@ -286,6 +340,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("statefulset-controller"),
         Some(Implementation {
             resources: statefulset::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(statefulset::build(c, &o.statefulset)),
         }),
     ),
@@ -296,6 +351,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("cronjob-controller"),
         Some(Implementation {
             resources: cronjob::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(cronjob::build(c, &o.cronjob)),
         }),
     ),
@@ -353,14 +409,26 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("nodelifecycle"),
         Default,
         Some("node-controller"),
-        None,
+        Some(Implementation {
+            resources: nodelifecycle::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are Nodes, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, o| nodelifecycle::build(c, &o.node_lifecycle),
+        }),
     ),
     d(
         "taint-eviction-controller",
         None,
         Default,
         Some("node-controller"),
-        None,
+        Some(Implementation {
+            resources: tainteviction::RESOURCES,
+            sharding: Sharding::Refused(
+                "it follows Nodes, which belong to no namespace, to their pods; run it unsharded",
+            ),
+            build: |c, _| tainteviction::build(c),
+        }),
     ),
     d(
         "persistentvolume-binder-controller",
@@ -411,6 +479,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ttl-after-finished-controller"),
         Some(Implementation {
             resources: ttlafterfinished::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(ttlafterfinished::build(c, &o.ttl_after_finished)),
         }),
     ),
@@ -690,6 +759,35 @@ mod tests {
         assert!(flags.contains(&"concurrent-rc-syncs".to_string()));
         let unique: BTreeSet<&String> = flags.iter().collect();
         assert_eq!(unique.len(), flags.len(), "no flag is defined twice");
+    }
+
+    #[test]
+    fn sharding_splits_namespaced_keys_and_refuses_the_rest() {
+        assert_eq!(
+            whole_resources(&["daemonset-controller", "deployment-controller"]),
+            vec!["v1/nodes"]
+        );
+        assert_eq!(sharding_refusal(&["deployment-controller"]), None);
+        let refusal = sharding_refusal(&["deployment-controller", "garbage-collector-controller"])
+            .expect("the collector is refused");
+        assert!(refusal.starts_with("garbage-collector-controller cannot be sharded"));
+        // Every whole resource is one the controller reads.
+        for descriptor in CONTROLLERS {
+            if let Some(Implementation {
+                sharding: Sharding::ByNamespace { whole },
+                resources,
+                ..
+            }) = &descriptor.implementation
+            {
+                for resource in *whole {
+                    assert!(
+                        resources.contains(resource),
+                        "{}: {resource}",
+                        descriptor.name
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -123,6 +123,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if args.shard.is_some() {
+        if let Some(refusal) = registry::sharding_refusal(&selected) {
+            return Err(UsageError(format!("--shard: {refusal}")).into());
+        }
+    }
     let missing = registry::default_controllers_missing();
     debug!(
         ?missing,
@@ -165,7 +170,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             format!("{USER_AGENT_PREFIX} group={}", args.group),
             args.min_resync_period,
         )
-        .with_shard(args.shard),
+        .with_shard(args.shard, &registry::whole_resources(&selected)),
     );
     let context = ControllerContext {
         informers: informers.clone(),

@@ -136,6 +136,14 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
             .into_iter()
             .filter(|c| global.contains(c))
             .collect();
+        if raw.shards > 1 {
+            if let Some(refusal) = registry::sharding_refusal(&selected) {
+                return Err(error(
+                    line_of(text, "shards", at),
+                    format!("group {:?}: {refusal}", raw.name),
+                ));
+            }
+        }
         for controller in &selected {
             if let Some(other) = owner.insert(controller, raw.name.clone()) {
                 let short = registry::lookup(controller)
@@ -243,6 +251,14 @@ mod tests {
             "{e}"
         );
 
+        let collector = "groups:\n- name: gc\n  controllers: [garbagecollector]\n  shards: 2\n";
+        let refused = parse("f.yaml", collector, &all()).unwrap_err().to_string();
+        assert!(
+            refused.starts_with(
+                "f.yaml:4: group \"gc\": garbage-collector-controller cannot be sharded"
+            ),
+            "{refused}"
+        );
         let zero = "groups:\n- name: a\n  controllers: [deployment]\n  shards: 0\n";
         let e = parse("g.yaml", zero, &all()).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
