@@ -141,9 +141,6 @@ pub struct LauncherArgs {
     /// Not acted on yet (node-ipam).
     #[arg(long)]
     pub node_cidr_mask_size: Option<String>,
-    /// Not acted on yet (node-lifecycle).
-    #[arg(long)]
-    pub node_monitor_grace_period: Option<String>,
     /// Not acted on yet: client-certificate authentication of the secure port.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
@@ -193,7 +190,6 @@ impl LauncherArgs {
             allocate_node_cidrs => "--allocate-node-cidrs",
             service_cluster_ip_range => "--service-cluster-ip-range",
             node_cidr_mask_size => "--node-cidr-mask-size",
-            node_monitor_grace_period => "--node-monitor-grace-period",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",

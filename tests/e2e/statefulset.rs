@@ -34,7 +34,7 @@ impl std::ops::Deref for Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        Stack(WorkerStack::start(&["--controllers", "statefulset"]).await)
+        Stack(WorkerStack::start(&["--controllers", "statefulset,nodelifecycle"]).await)
     }
 
     fn sets(&self, ns: &str) -> Api<StatefulSet> {

@@ -95,7 +95,9 @@ impl Rkcm {
             .arg(kubeconfig)
             .arg("--informer")
             .arg(format!("unix://{}", socket.display()))
-            .args(["--controllers", controllers])
+            // node-sim leaves the API server's startup taint to the node-lifecycle
+            // controller, as kubelet does: without it no pod would ever be scheduled.
+            .args(["--controllers", &format!("{controllers},nodelifecycle")])
             .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
             .env("RKCM_LOG", "warn")
             .kill_on_drop(true)

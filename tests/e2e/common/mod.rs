@@ -462,19 +462,28 @@ pub async fn simulated_nodes(
     cluster: &TestCluster,
     nodes: usize,
 ) -> Option<kube_sim::nodesim::NodeSim> {
-    cluster.sim.as_ref()?;
-    let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
-    let client = kube_sim::nodesim::client_from_kubeconfig(&yaml)
-        .await
-        .ok()?;
-    Some(kube_sim::nodesim::NodeSim::start(
-        client,
+    simulated_nodes_with(
+        cluster,
         kube_sim::nodesim::NodeSimConfig {
             nodes,
             start_delay: Duration::from_millis(100),
             ..Default::default()
         },
-    ))
+    )
+    .await
+}
+
+/// [`simulated_nodes`] with a node-sim configuration of the test's own.
+pub async fn simulated_nodes_with(
+    cluster: &TestCluster,
+    config: kube_sim::nodesim::NodeSimConfig,
+) -> Option<kube_sim::nodesim::NodeSim> {
+    cluster.sim.as_ref()?;
+    let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
+    let client = kube_sim::nodesim::client_from_kubeconfig(&yaml)
+        .await
+        .ok()?;
+    Some(kube_sim::nodesim::NodeSim::start(client, config))
 }
 
 /// How long the controller tests wait for a condition.

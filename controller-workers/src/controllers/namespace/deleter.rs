@@ -224,8 +224,7 @@ impl Deleter {
             // before their whole grace period.
             let wait = recheck_after(totals.estimate);
             debug!(namespace = name, wait = ?wait, remaining = ?totals.remaining, "content remains; looking again later");
-            self.queue
-                .add_after(name.to_string(), wait);
+            self.queue.add_after(name.to_string(), wait);
             return Ok(());
         }
         // Everything is gone: release the namespace.

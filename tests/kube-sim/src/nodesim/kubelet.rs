@@ -8,7 +8,8 @@
 //! `sim.rkcm.io/exit-code: 1` — and are restarted or not by the pod's restartPolicy (with
 //! CrashLoopBackOff in between); a pod marked for deletion keeps running for its grace period,
 //! then is stopped and deleted with gracePeriodSeconds=0, as kubelet does. Pods of a killed
-//! node are left as the API server has them.
+//! node are left as the API server has them; a partitioned node's are not written until the
+//! partition is lifted.
 //!
 //! [`advance`] (the lifecycle state machine) and [`build_status`] are pure; [`run`] feeds
 //! them from the pod watch through kube-runtime's `applier` and writes the results.
@@ -714,8 +715,14 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let Some(node) = kubelet.node_of(&pod) else {
         return Ok(Action::await_change());
     };
-    if kubelet.shared.faults(&node).killed {
+    let faults = kubelet.shared.faults(&node);
+    if faults.killed {
         return Ok(Action::await_change());
+    }
+    if faults.partitioned {
+        // The containers run on, but nothing reaches the API server; the pod is looked
+        // at again until the partition is lifted, and then reported as it is by then.
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let Some(uid) = pod.metadata.uid.clone() else {
         return Ok(Action::await_change());

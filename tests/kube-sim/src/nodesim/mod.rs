@@ -40,7 +40,9 @@ use tokio::task::JoinHandle;
 pub const USER_AGENT: &str = concat!("node-sim/", env!("CARGO_PKG_VERSION"));
 
 /// Node annotation: `stopped` stops the node's heartbeat (Lease and status), `running`
-/// resumes it.
+/// resumes it; `partitioned` cuts the node off the API server (no Lease, no status, no
+/// pod status, no pod deletion, no events, while its containers keep running) until the
+/// annotation is removed or changed, when it reports everything at once.
 pub const FAULT_HEARTBEAT: &str = "sim.rkcm.io/heartbeat";
 /// Node annotation prefix: `sim.rkcm.io/condition.MemoryPressure: "True"` reports that
 /// condition at that status ("False" for Ready is NotReady); the healthy status clears it.
@@ -102,9 +104,6 @@ pub struct NodeSimConfig {
     pub lease_renew_interval: Duration,
     pub node_status_update_frequency: Duration,
     pub node_status_report_frequency: Duration,
-    /// Lift the `node.kubernetes.io/not-ready:NoSchedule` taint kube-apiserver puts on new
-    /// Nodes, once at registration (upstream KCM's node-lifecycle controller does it).
-    pub remove_startup_taint: bool,
     /// The first CrashLoopBackOff wait (doubling per restart up to 5 minutes).
     pub restart_backoff: Duration,
     /// Pods whose status the kubelet writes at the same time.
@@ -127,7 +126,6 @@ impl Default for NodeSimConfig {
             lease_renew_interval: Duration::from_secs(10),
             node_status_update_frequency: Duration::from_secs(10),
             node_status_report_frequency: Duration::from_secs(300),
-            remove_startup_taint: true,
             restart_backoff: Duration::from_secs(10),
             pod_concurrency: 16,
             events: true,
@@ -220,6 +218,9 @@ pub struct NodeFaults {
     pub heartbeat_stopped: bool,
     /// Nothing is reported any more: no heartbeat, no pod status, no pod deletion.
     pub killed: bool,
+    /// Nothing is written until the fault is lifted (a network partition); set only by
+    /// the `sim.rkcm.io/heartbeat: partitioned` annotation, and lifted by its removal.
+    pub partitioned: bool,
     /// Conditions reported at a status other than the healthy one.
     pub conditions: BTreeMap<ConditionType, bool>,
 }
@@ -331,20 +332,23 @@ fn apply_fault_annotations(shared: &Shared, node: &Node) {
     if !shared.is_ours(name) {
         return;
     }
-    let Some(annotations) = node.metadata.annotations.as_ref() else {
-        return;
-    };
+    let empty = BTreeMap::new();
+    let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
     let before = shared.faults(name);
     let mut after = before.clone();
+    // A partition lasts exactly as long as its annotation: the annotation is the only
+    // switch a partitioned node-sim can still see.
+    after.partitioned = false;
     for (key, value) in annotations {
         if key == FAULT_HEARTBEAT {
             match value.as_str() {
                 "stopped" => after.heartbeat_stopped = true,
                 "running" => after.heartbeat_stopped = false,
+                "partitioned" => after.partitioned = true,
                 other => tracing::warn!(
                     node = name,
                     value = other,
-                    "{FAULT_HEARTBEAT}: expected stopped or running"
+                    "{FAULT_HEARTBEAT}: expected stopped, running or partitioned"
                 ),
             }
         } else if key == FAULT_KILLED {

@@ -2,7 +2,9 @@
 //! labels spread over three zones, podCIDR, addresses, nodeInfo), keeps its status conditions
 //! and heartbeats the way kubelet does — a Lease in `kube-node-lease` renewed every 10 s, and
 //! the NodeStatus posted when it changes and at least every 5 minutes. Faults (heartbeat
-//! stopped, a pressure condition, a killed node) are read from [`super::NodeFaults`].
+//! stopped, a partition, a pressure condition, a killed node) are read from
+//! [`super::NodeFaults`]. Taints are never touched: the admission's startup taint and every
+//! health taint are the node-lifecycle controller's business, as on a real cluster.
 //!
 //! [`node_object`], [`conditions`] and [`lease_object`] are pure; [`run`] is the per-node loop.
 
@@ -196,54 +198,12 @@ async fn register(shared: &Shared, name: &str, index: usize) -> Result<Node, kub
         Err(kube::Error::Api(s)) if s.code == 409 => nodes.get(name).await?,
         Err(e) => return Err(e),
     };
-    let created = if shared.config.remove_startup_taint {
-        remove_startup_taint(&nodes, created).await?
-    } else {
-        created
-    };
     // Some servers drop status on create; post it through the status subresource too.
     let patch = json!({"status": obj["status"]});
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(created)
-}
-
-/// The taint kube-apiserver's TaintNodesByCondition admission puts on every new Node.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-
-/// Upstream, KCM's node-lifecycle controller lifts the admission's `not-ready:NoSchedule`
-/// taint once the node reports Ready. Without a controller manager nothing would ever run, so
-/// node-sim lifts it once, at registration (never later: a taint the node-lifecycle controller
-/// puts back is its business).
-async fn remove_startup_taint(nodes: &Api<Node>, node: Node) -> Result<Node, kube::Error> {
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let kept: Vec<_> = taints
-        .iter()
-        .filter(|t| !(t.key == NOT_READY_TAINT && t.effect == "NoSchedule"))
-        .cloned()
-        .collect();
-    if kept.len() == taints.len() {
-        return Ok(node);
-    }
-    let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": kept}});
-    match nodes
-        .patch(
-            &node.metadata.name.clone().unwrap_or_default(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(n) => Ok(n),
-        // Someone else changed the node meanwhile (the node-lifecycle controller): leave it to them.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(node),
-        Err(e) => Err(e),
-    }
 }
 
 /// Renews the node's Lease, creating it when it is missing; `Ok(true)` when it had to
@@ -321,7 +281,7 @@ pub async fn run(shared: Arc<Shared>, name: String, index: usize) {
             return;
         }
         let now = tokio::time::Instant::now();
-        if faults.heartbeat_stopped {
+        if faults.heartbeat_stopped || faults.partitioned {
             was_stopped = true;
         } else {
             if was_stopped {
@@ -387,7 +347,7 @@ pub async fn run(shared: Arc<Shared>, name: String, index: usize) {
             }
         }
         // A silenced node only waits for its fault to be lifted.
-        let next = if faults.heartbeat_stopped {
+        let next = if faults.heartbeat_stopped || faults.partitioned {
             now + Duration::from_secs(3600)
         } else {
             next_lease.min(next_status)

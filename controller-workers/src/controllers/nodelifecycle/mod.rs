@@ -1,0 +1,871 @@
+//! node-lifecycle-controller: node health, and the taints that tell the scheduler and the
+//! taint-eviction controller about it (upstream `pkg/controller/nodelifecycle/`).
+//!
+//! Three loops share the controller's state:
+//! - the node workers (queue `node_lifecycle_controller`, on every node change) keep the
+//!   NoSchedule taints in line with the node's conditions and `spec.unschedulable` — which
+//!   lifts the API server's startup `not-ready:NoSchedule` once the node is Ready — and the
+//!   beta os/arch labels in line with the stable ones;
+//! - the health monitor (every `--node-monitor-period`) judges each node by its Ready
+//!   heartbeat and its Lease ([`health`]), turns a silent node's conditions Unknown, marks
+//!   the pods of a node that stopped being Ready as not Ready, queues not-Ready nodes on
+//!   their zone's tainter and sets each zone's eviction rate from its state ([`zones`]);
+//! - the tainting pass (every 100 ms) gives queued nodes their `not-ready` or
+//!   `unreachable` NoExecute taint as fast as their zone's rate allows; the
+//!   taint-eviction controller then evicts the pods that do not tolerate it.
+//!
+//! The pod workers (queue `node_lifecycle_controller_pods`) mark a pod newly bound to a
+//! not-Ready node as not Ready. Everything is read from the worker's stores; writes go
+//! to the API server as `node-controller`.
+
+mod health;
+mod metrics;
+mod taints;
+mod zones;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tracing::{debug, info, warn};
+
+use crate::client::ClientFactory;
+use crate::controller::{ControllerContext, Runnable};
+use crate::informer::{Change, Informer};
+use crate::queue::WorkQueue;
+use crate::recorder::{Recorder, NORMAL, WARNING};
+use crate::store::{key_of, Store};
+
+use health::NodeHealth;
+use metrics::NodeMetrics;
+use taints::{template, NO_EXECUTE};
+pub use taints::{NOT_READY, UNREACHABLE};
+use zones::{Tainter, ZoneState};
+
+pub const NAME: &str = "node-lifecycle-controller";
+/// The resources its informers read (the launcher warms them on a standby).
+pub const RESOURCES: &[&str] = &["coordination.k8s.io/v1/leases", "v1/nodes", "v1/pods"];
+/// The event source upstream's node controller reports as.
+const EVENT_SOURCE: &str = "node-controller";
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+const NODE_WORKERS: usize = 8;
+const POD_WORKERS: usize = 4;
+const TAINTING_PERIOD: Duration = Duration::from_millis(100);
+const HEALTH_UPDATE_RETRIES: usize = 5;
+const HEALTH_RETRY_SLEEP: Duration = Duration::from_millis(20);
+const PODS_BY_NODE: &str = "spec.nodeName";
+
+/// The controller's flags (KCM's names, defaults and help).
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The period for syncing NodeStatus in NodeController.
+    #[arg(long, default_value = "5s", value_parser = crate::flags::parse_go_duration)]
+    pub node_monitor_period: Duration,
+    /// Amount of time which we allow running Node to be unresponsive before marking it
+    /// unhealthy. Must be N times more than kubelet's nodeStatusUpdateFrequency, where N
+    /// means number of retries allowed for kubelet to post node status.
+    #[arg(long, default_value = "40s", value_parser = crate::flags::parse_go_duration)]
+    pub node_monitor_grace_period: Duration,
+    /// Amount of time which we allow starting Node to be unresponsive before marking it
+    /// unhealthy.
+    #[arg(long, default_value = "1m", value_parser = crate::flags::parse_go_duration)]
+    pub node_startup_grace_period: Duration,
+    /// Number of nodes per second on which pods are deleted in case of node failure when a
+    /// zone is healthy (see --unhealthy-zone-threshold for definition of
+    /// healthy/unhealthy). Zone refers to entire cluster in non-multizone clusters.
+    #[arg(long, default_value_t = 0.1)]
+    pub node_eviction_rate: f32,
+    /// Number of nodes per second on which pods are deleted in case of node failure when a
+    /// zone is unhealthy (see --unhealthy-zone-threshold for definition of
+    /// healthy/unhealthy). Zone refers to entire cluster in non-multizone clusters. This
+    /// value is implicitly overridden to 0 if the cluster size is smaller than
+    /// --large-cluster-size-threshold.
+    #[arg(long, default_value_t = 0.01)]
+    pub secondary_node_eviction_rate: f32,
+    /// Number of nodes from which node-lifecycle-controller treats the cluster as large for
+    /// the eviction logic purposes. --secondary-node-eviction-rate is implicitly overridden
+    /// to 0 for clusters this size or smaller. Notice: If nodes reside in multiple zones,
+    /// this threshold will be considered as zone node size threshold for each zone to
+    /// determine node eviction rate independently.
+    #[arg(long, default_value_t = 50)]
+    pub large_cluster_size_threshold: i32,
+    /// Fraction of Nodes in a zone which needs to be not Ready (minimum 3) for zone to be
+    /// treated as unhealthy.
+    #[arg(long, default_value_t = 0.55)]
+    pub unhealthy_zone_threshold: f32,
+}
+
+/// The nodes of a pass against the known ones: new, gone, and known but in a zone not
+/// seen yet.
+struct Classified {
+    added: Vec<Arc<Node>>,
+    deleted: Vec<Arc<Node>>,
+    new_zones: Vec<Arc<Node>>,
+}
+
+/// The zones the monitor has seen: their states and tainters.
+#[derive(Default)]
+struct Zones {
+    states: HashMap<String, ZoneState>,
+    tainters: HashMap<String, Tainter>,
+}
+
+pub(crate) struct Controller {
+    client: kube::Client,
+    recorder: Recorder,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    leases: Store<Lease>,
+    options: Options,
+    metrics: NodeMetrics,
+    health: Mutex<HashMap<String, NodeHealth>>,
+    /// Nodes whose pods could not all be marked not Ready: the next pass tries again.
+    retry_pods: Mutex<HashSet<String>>,
+    /// Nodes the monitor has registered, for RegisteredNode / RemovingNode.
+    known: Mutex<HashMap<String, Arc<Node>>>,
+    zones: Mutex<Zones>,
+    node_queue: Arc<WorkQueue<String>>,
+    pod_queue: Arc<WorkQueue<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Vec<Runnable>> {
+    let client = context.clients.client(NAME)?;
+    let recorder = Recorder::new(client.clone(), EVENT_SOURCE);
+    let node_queue = context.queue("node_lifecycle_controller");
+    let pod_queue = context.queue("node_lifecycle_controller_pods");
+    let leases = context.informers.get::<Lease>();
+    let nodes = context.informers.get::<Node>();
+    let pods = context.informers.get::<Pod>();
+    pods.store().add_index(
+        PODS_BY_NODE,
+        Arc::new(|pod: &Pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|spec| spec.node_name.clone())
+                .filter(|name| !name.is_empty())
+                .into_iter()
+                .collect()
+        }),
+    );
+    let controller = Arc::new(Controller {
+        client,
+        recorder,
+        nodes: nodes.store().clone(),
+        pods: pods.store().clone(),
+        leases: leases.store().clone(),
+        options: options.clone(),
+        metrics: NodeMetrics::register(&context.metrics),
+        health: Mutex::new(HashMap::new()),
+        retry_pods: Mutex::new(HashSet::new()),
+        known: Mutex::new(HashMap::new()),
+        zones: Mutex::new(Zones::default()),
+        node_queue: node_queue.clone(),
+        pod_queue: pod_queue.clone(),
+    });
+    nodes.handle(&controller, Controller::on_node);
+    pods.handle(&controller, Controller::on_pod);
+    spawn_periodic_loops(
+        controller.clone(),
+        context.clients.clone(),
+        leases,
+        nodes,
+        pods,
+    );
+    Ok(vec![
+        Runnable::new(
+            NAME,
+            node_queue,
+            NODE_WORKERS,
+            controller.clone(),
+            |controller, name| async move { controller.sync_node(&name).await },
+        ),
+        Runnable::new(
+            NAME,
+            pod_queue,
+            POD_WORKERS,
+            controller,
+            |controller, key| async move { controller.sync_pod(&key).await },
+        ),
+    ])
+}
+
+/// The health monitor and the tainting pass, started once the stores hold their first
+/// snapshot (judging nodes on a partial view would mark healthy ones unknown) and the
+/// controller's credentials are usable.
+fn spawn_periodic_loops(
+    controller: Arc<Controller>,
+    clients: ClientFactory,
+    leases: Arc<Informer<Lease>>,
+    nodes: Arc<Informer<Node>>,
+    pods: Arc<Informer<Pod>>,
+) {
+    tokio::spawn(async move {
+        leases.wait_for_sync().await;
+        nodes.wait_for_sync().await;
+        pods.wait_for_sync().await;
+        clients.ready(NAME).await;
+        info!(controller = NAME, "starting node health monitor");
+        let tainter = controller.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TAINTING_PERIOD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                tainter.no_execute_tainting_pass().await;
+            }
+        });
+        let mut tick = tokio::time::interval(controller.options.node_monitor_period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            controller.monitor_node_health().await;
+        }
+    });
+}
+
+fn node_name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn node_reference(name: &str, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.to_string()),
+        uid: uid.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+impl Controller {
+    fn on_node(&self, change: &Change<Node>) {
+        match change {
+            Change::Added(node) | Change::Updated { new: node, .. } => {
+                self.node_queue.add(node_name(node).to_string())
+            }
+            Change::Deleted(deleted) => {
+                lock(&self.retry_pods).remove(node_name(deleted.object()));
+            }
+        }
+    }
+
+    fn on_pod(&self, change: &Change<Pod>) {
+        let bound_to = |pod: &Pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|spec| spec.node_name.clone())
+                .unwrap_or_default()
+        };
+        let (old, new) = match change {
+            Change::Added(pod) => (None, pod),
+            Change::Updated { old, new } => (Some(old), new),
+            Change::Deleted(_) => return,
+        };
+        let node = bound_to(new);
+        if !node.is_empty() && old.is_none_or(|old| bound_to(old) != node) {
+            self.pod_queue.add(key_of(&new.metadata));
+        }
+    }
+
+    fn node_event(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        event_type: &str,
+        reason: &str,
+        what: &str,
+    ) {
+        self.recorder.event_for(
+            node_reference(name, uid),
+            event_type,
+            reason,
+            format!("Node {name} event: {what}"),
+        );
+    }
+
+    fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods.by_index(PODS_BY_NODE, node)
+    }
+
+    /// The renewTime of the node's Lease; a Lease without one says nothing.
+    fn lease_renew(&self, node: &str) -> Option<Timestamp> {
+        self.leases
+            .get_in(NODE_LEASE_NAMESPACE, node)?
+            .spec
+            .as_ref()?
+            .renew_time
+            .as_ref()
+            .map(|time| time.0)
+    }
+
+    /// The node worker: NoSchedule taints, then the beta labels.
+    async fn sync_node(&self, name: &str) -> anyhow::Result<()> {
+        let Some(node) = self.nodes.get(name) else {
+            return Ok(());
+        };
+        let (add, remove) = taints::no_schedule_changes(&node);
+        if !add.is_empty() || !remove.is_empty() {
+            taints::swap_taints(&self.client, &node, &add, &remove).await?;
+        }
+        self.reconcile_labels(&node).await
+    }
+
+    /// Sets `beta.kubernetes.io/{os,arch}` to the stable labels' values.
+    async fn reconcile_labels(&self, node: &Node) -> anyhow::Result<()> {
+        let Some(labels) = node.metadata.labels.as_ref() else {
+            return Ok(());
+        };
+        let mut fixes = serde_json::Map::new();
+        for (stable, beta) in [
+            ("kubernetes.io/os", "beta.kubernetes.io/os"),
+            ("kubernetes.io/arch", "beta.kubernetes.io/arch"),
+        ] {
+            if let Some(value) = labels.get(stable) {
+                if labels.get(beta) != Some(value) {
+                    fixes.insert(beta.to_string(), value.clone().into());
+                }
+            }
+        }
+        if fixes.is_empty() {
+            return Ok(());
+        }
+        let patch = serde_json::json!({"metadata": {"labels": fixes}});
+        let api: Api<Node> = Api::all(self.client.clone());
+        match api
+            .patch(
+                node_name(node),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(anyhow::Error::new(error)
+                .context(format!("updating the labels of node {}", node_name(node)))),
+        }
+    }
+
+    /// The pod worker: a pod bound to a node that is not Ready is not Ready either.
+    async fn sync_pod(&self, key: &str) -> anyhow::Result<()> {
+        let Some(pod) = self.pods.get(key) else {
+            return Ok(());
+        };
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.node_name.clone())
+            .unwrap_or_default();
+        let Some(status) = lock(&self.health).get(&node).map(|h| h.status.clone()) else {
+            return Ok(());
+        };
+        if self.nodes.get(&node).is_none() {
+            anyhow::bail!("node {node} of pod {key} is not in the cache yet");
+        }
+        match health::condition(&status, "Ready") {
+            Some(ready) if ready.status != "True" => self.mark_pods_not_ready(&[pod], &node).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Sets Ready=False on each pod of `node` that is not already so, with a Warning
+    /// `NodeNotReady` event (`MarkPodsNotReady`).
+    async fn mark_pods_not_ready(&self, pods: &[Arc<Pod>], node: &str) -> anyhow::Result<()> {
+        let mut failures = Vec::new();
+        for pod in pods {
+            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node) {
+                continue;
+            }
+            let mut updated = (**pod).clone();
+            let Some(ready) = updated
+                .status
+                .as_mut()
+                .and_then(|status| status.conditions.as_mut())
+                .and_then(|conditions| conditions.iter_mut().find(|c| c.type_ == "Ready"))
+            else {
+                continue;
+            };
+            if ready.status == "False" {
+                continue;
+            }
+            ready.status = "False".into();
+            ready.last_transition_time = Some(Time(Timestamp::now()));
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            debug!(controller = NAME, pod = %format!("{namespace}/{name}"), "marking pod not ready");
+            match api
+                .replace_status(&name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => continue,
+                Err(error) => {
+                    failures.push(format!("{namespace}/{name}: {error}"));
+                    continue;
+                }
+            }
+            self.recorder
+                .event(&updated, WARNING, "NodeNotReady", "Node is not ready");
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!(
+                "marking pods of node {node} not ready: {}",
+                failures.join("; ")
+            )
+        }
+    }
+
+    /// One pass of the health monitor (`monitorNodeHealth`).
+    async fn monitor_node_health(self: &Arc<Self>) {
+        let started = Instant::now();
+        let nodes = self.nodes.list();
+        let Classified {
+            added,
+            deleted,
+            new_zones,
+        } = self.classify(&nodes);
+        for node in &new_zones {
+            self.add_zone(node);
+        }
+        for node in &added {
+            let name = node_name(node);
+            info!(controller = NAME, node = name, "observed a new node");
+            self.node_event(
+                name,
+                node.metadata.uid.as_deref(),
+                NORMAL,
+                "RegisteredNode",
+                &format!("Registered Node {name} in Controller"),
+            );
+            lock(&self.known).insert(name.to_string(), node.clone());
+            self.add_zone(node);
+            if let Err(error) = self.mark_node_as_reachable(node).await {
+                warn!(controller = NAME, node = name, error = %error, "cannot remove the NoExecute taints of a new node");
+            }
+        }
+        for node in &deleted {
+            let name = node_name(node);
+            info!(controller = NAME, node = name, "observed a node deletion");
+            self.node_event(
+                name,
+                node.metadata.uid.as_deref(),
+                NORMAL,
+                "RemovingNode",
+                &format!("Removing Node {name} from Controller"),
+            );
+            lock(&self.known).remove(name);
+            lock(&self.health).remove(name);
+        }
+        let results: Vec<Option<(String, Option<NodeCondition>)>> =
+            futures::stream::iter(nodes.iter().cloned())
+                .map(|node| {
+                    let controller = self.clone();
+                    async move { controller.update_node(node).await }
+                })
+                .buffer_unordered(NODE_WORKERS)
+                .collect()
+                .await;
+        let mut zone_conditions: HashMap<String, Vec<Option<NodeCondition>>> = HashMap::new();
+        for (zone, ready) in results.into_iter().flatten() {
+            zone_conditions.entry(zone).or_default().push(ready);
+        }
+        self.handle_disruption(&zone_conditions, &nodes).await;
+        self.metrics
+            .update_all_nodes_health
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// (added, deleted, already known but in a zone not seen yet).
+    fn classify(&self, nodes: &[Arc<Node>]) -> Classified {
+        let known = lock(&self.known);
+        let zones = lock(&self.zones);
+        let mut added = Vec::new();
+        let mut new_zones = Vec::new();
+        for node in nodes {
+            if !known.contains_key(node_name(node)) {
+                added.push(node.clone());
+            } else if !zones.states.contains_key(&zones::zone_key(node)) {
+                new_zones.push(node.clone());
+            }
+        }
+        let present: HashSet<&str> = nodes.iter().map(|n| node_name(n)).collect();
+        let deleted = known
+            .iter()
+            .filter(|(name, _)| !present.contains(name.as_str()))
+            .map(|(_, node)| node.clone())
+            .collect();
+        Classified {
+            added,
+            deleted,
+            new_zones,
+        }
+    }
+
+    fn add_zone(&self, node: &Node) {
+        let zone = zones::zone_key(node);
+        let mut zones = lock(&self.zones);
+        if !zones.states.contains_key(&zone) {
+            info!(controller = NAME, zone = %zone.replace('\0', "\\0"), "initializing eviction metric for zone");
+            zones.states.insert(zone.clone(), ZoneState::Initial);
+            zones.tainters.insert(
+                zone.clone(),
+                Tainter::new(self.options.node_eviction_rate, Instant::now()),
+            );
+            self.metrics.init_zone(&zone);
+        }
+    }
+
+    /// Judges one node, writes its Unknown conditions if needed, acts on its Ready
+    /// condition; returns its zone and Ready condition unless it is excluded from the
+    /// zone's state or could not be judged.
+    async fn update_node(&self, node: Arc<Node>) -> Option<(String, Option<NodeCondition>)> {
+        let started = Instant::now();
+        let name = node_name(&node).to_string();
+        let mut node = (*node).clone();
+        let mut attempt = 0;
+        let assessment = loop {
+            let saved = lock(&self.health).get(&name).cloned();
+            let assessment = health::assess(
+                &node,
+                saved.as_ref(),
+                self.lease_renew(&name),
+                Timestamp::now(),
+                self.options.node_monitor_grace_period,
+                self.options.node_startup_grace_period,
+            );
+            let Some(status) = assessment.new_status.clone() else {
+                lock(&self.health).insert(name.clone(), assessment.health.clone());
+                break assessment;
+            };
+            let mut updated = node.clone();
+            updated.status = Some(status.clone());
+            let api: Api<Node> = Api::all(self.client.clone());
+            let written = api
+                .replace_status(&name, &PostParams::default(), &updated)
+                .await
+                .map_err(anyhow::Error::new);
+            match written {
+                Ok(_) => {
+                    lock(&self.health).insert(
+                        name.clone(),
+                        NodeHealth {
+                            status,
+                            ready_transition: Timestamp::now(),
+                            lease_renew: self.lease_renew(&name),
+                            ..assessment.health.clone()
+                        },
+                    );
+                    node = updated;
+                    break assessment;
+                }
+                Err(error) => {
+                    lock(&self.health).insert(name.clone(), assessment.health.clone());
+                    attempt += 1;
+                    if attempt >= HEALTH_UPDATE_RETRIES {
+                        warn!(controller = NAME, node = %name, error = %crate::controller::describe(&error), "cannot update the node's health; no pods will be evicted this pass");
+                        return None;
+                    }
+                    debug!(controller = NAME, node = %name, error = %crate::controller::describe(&error), "node status update failed; retrying");
+                    tokio::time::sleep(HEALTH_RETRY_SLEEP).await;
+                    let api: Api<Node> = Api::all(self.client.clone());
+                    match api.get_opt(&name).await {
+                        Ok(Some(fresh)) => node = fresh,
+                        Ok(None) => return None,
+                        Err(error) => {
+                            warn!(controller = NAME, node = %name, error = %error, "cannot read the node again to retry its health update");
+                            return None;
+                        }
+                    }
+                }
+            }
+        };
+        let observed = &assessment.observed_ready;
+        if let Some(current) = &assessment.current_ready {
+            let pods = self.pods_on(&name);
+            self.taint_for_eviction(&node, observed).await;
+            let needs_retry = lock(&self.retry_pods).contains(&name);
+            let became_not_ready = current.status != "True" && observed.status == "True";
+            if became_not_ready {
+                self.recorder.event_for(
+                    node_reference(&name, node.metadata.uid.as_deref()),
+                    NORMAL,
+                    "NodeNotReady",
+                    format!("Node {name} status is now: NodeNotReady"),
+                );
+            }
+            if became_not_ready || (needs_retry && observed.status != "True") {
+                if let Err(error) = self.mark_pods_not_ready(&pods, &name).await {
+                    warn!(controller = NAME, node = %name, error = %crate::controller::describe(&error), "will retry marking pods not ready");
+                    lock(&self.retry_pods).insert(name.clone());
+                    return self.zone_entry(&node, &assessment);
+                }
+            }
+        }
+        lock(&self.retry_pods).remove(&name);
+        self.metrics
+            .update_node_health
+            .observe(started.elapsed().as_secs_f64());
+        self.zone_entry(&node, &assessment)
+    }
+
+    fn zone_entry(
+        &self,
+        node: &Node,
+        assessment: &health::Assessment,
+    ) -> Option<(String, Option<NodeCondition>)> {
+        (!zones::excluded_from_disruption(node))
+            .then(|| (zones::zone_key(node), assessment.current_ready.clone()))
+    }
+
+    /// What the node's Ready condition (as it reported it) asks of its NoExecute taints
+    /// (`processTaintBaseEviction`): a swap at once when it already has the other one,
+    /// otherwise a place in its zone's queue; none for a Ready node.
+    async fn taint_for_eviction(&self, node: &Node, observed: &NodeCondition) {
+        let name = node_name(node);
+        let not_ready = template(NOT_READY, NO_EXECUTE);
+        let unreachable = template(UNREACHABLE, NO_EXECUTE);
+        let (wanted, other) = match observed.status.as_str() {
+            "False" => (not_ready, unreachable),
+            "Unknown" => (unreachable, not_ready),
+            "True" => {
+                match self.mark_node_as_reachable(node).await {
+                    Ok(true) => info!(
+                        controller = NAME,
+                        node = name,
+                        "node is healthy again, removing all taints"
+                    ),
+                    Ok(false) => {}
+                    Err(error) => {
+                        warn!(controller = NAME, node = name, error = %crate::controller::describe(&error), "cannot remove the node's NoExecute taints; next pass retries")
+                    }
+                }
+                return;
+            }
+            _ => return,
+        };
+        if taints::has_taint(node, &other) {
+            if let Err(error) = taints::swap_taints(&self.client, node, &[wanted], &[other]).await {
+                warn!(controller = NAME, node = name, error = %crate::controller::describe(&error), "cannot swap the node's NoExecute taint; next pass retries");
+            }
+            return;
+        }
+        let zone = zones::zone_key(node);
+        let mut zones = lock(&self.zones);
+        let Some(tainter) = zones.tainters.get_mut(&zone) else {
+            return;
+        };
+        // A node queued for the other taint is queued again for this one.
+        if !taints::has_taint(node, &wanted) {
+            tainter.remove(name);
+        }
+        if tainter.add(name, Instant::now()) {
+            info!(controller = NAME, node = name, status = %observed.status, "node is not ready; queued for its NoExecute taint");
+        }
+    }
+
+    /// Removes both NoExecute taints and forgets the node in its zone's queue; says
+    /// whether it was queued (`markNodeAsReachable`).
+    async fn mark_node_as_reachable(&self, node: &Node) -> anyhow::Result<bool> {
+        let remove = [
+            template(UNREACHABLE, NO_EXECUTE),
+            template(NOT_READY, NO_EXECUTE),
+        ];
+        if remove.iter().any(|t| taints::has_taint(node, t)) {
+            taints::swap_taints(&self.client, node, &[], &remove).await?;
+        }
+        let zone = zones::zone_key(node);
+        Ok(lock(&self.zones)
+            .tainters
+            .get_mut(&zone)
+            .is_some_and(|tainter| tainter.remove(node_name(node))))
+    }
+
+    /// Drains every zone's queue as far as its rate allows (`doNoExecuteTaintingPass`).
+    async fn no_execute_tainting_pass(&self) {
+        let zone_keys: Vec<String> = lock(&self.zones).tainters.keys().cloned().collect();
+        for zone in zone_keys {
+            loop {
+                let due = lock(&self.zones)
+                    .tainters
+                    .get_mut(&zone)
+                    .and_then(|tainter| tainter.next_due(Instant::now()));
+                let Some(due) = due else { break };
+                let done = self.taint_now(&due.node).await;
+                if let Some(tainter) = lock(&self.zones).tainters.get_mut(&zone) {
+                    tainter.finish(&due.node, done, Duration::ZERO, Instant::now());
+                }
+            }
+        }
+    }
+
+    /// Gives one queued node the NoExecute taint its Ready condition calls for; false to
+    /// try again.
+    async fn taint_now(&self, name: &str) -> bool {
+        let Some(node) = self.nodes.get(name) else {
+            return true;
+        };
+        let ready = taints::conditions_of(&node)
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone());
+        let not_ready = template(NOT_READY, NO_EXECUTE);
+        let unreachable = template(UNREACHABLE, NO_EXECUTE);
+        let (wanted, other) = match ready.as_deref() {
+            Some("False") => (not_ready, unreachable),
+            Some("Unknown") => (unreachable, not_ready),
+            _ => return true,
+        };
+        match taints::swap_taints(&self.client, &node, &[wanted], &[other]).await {
+            Ok(_) => {
+                self.metrics.eviction(&zones::zone_key(&node));
+                true
+            }
+            Err(error) => {
+                warn!(controller = NAME, node = name, error = %crate::controller::describe(&error), "cannot taint the node; retrying");
+                false
+            }
+        }
+    }
+
+    /// Zone states, rates and the all-zones-down mode (`handleDisruption`).
+    async fn handle_disruption(
+        &self,
+        zone_conditions: &HashMap<String, Vec<Option<NodeCondition>>>,
+        nodes: &[Arc<Node>],
+    ) {
+        let mut new_states = HashMap::new();
+        let mut all_down_now = true;
+        {
+            let mut zones = lock(&self.zones);
+            for (zone, conditions) in zone_conditions {
+                let (unhealthy, state) =
+                    zones::zone_state(conditions, self.options.unhealthy_zone_threshold);
+                self.metrics.set_zone(zone, conditions.len(), unhealthy);
+                if state != ZoneState::FullDisruption {
+                    all_down_now = false;
+                }
+                new_states.insert(zone.clone(), state);
+                zones
+                    .states
+                    .entry(zone.clone())
+                    .or_insert(ZoneState::Initial);
+            }
+        }
+        let all_down_before = {
+            let mut zones = lock(&self.zones);
+            let gone: Vec<String> = zones
+                .states
+                .keys()
+                .filter(|zone| !zone_conditions.contains_key(*zone))
+                .cloned()
+                .collect();
+            for zone in &gone {
+                self.metrics.set_zone(zone, 0, 0);
+                zones.states.remove(zone);
+            }
+            zones
+                .states
+                .values()
+                .all(|state| *state == ZoneState::FullDisruption)
+        };
+        if all_down_now && all_down_before {
+            return;
+        }
+        if all_down_now {
+            info!(
+                controller = NAME,
+                "all nodes are not ready: entering master disruption mode, no evictions"
+            );
+            for node in nodes {
+                if let Err(error) = self.mark_node_as_reachable(node).await {
+                    warn!(controller = NAME, node = node_name(node), error = %crate::controller::describe(&error), "cannot remove the node's NoExecute taints");
+                }
+            }
+            let mut zones = lock(&self.zones);
+            let now = Instant::now();
+            let keys: Vec<String> = zones.states.keys().cloned().collect();
+            for zone in keys {
+                if let Some(tainter) = zones.tainters.get_mut(&zone) {
+                    tainter.swap_limiter(0.0, now);
+                }
+                zones.states.insert(zone, ZoneState::FullDisruption);
+            }
+            return;
+        }
+        let now = Instant::now();
+        if all_down_before {
+            info!(
+                controller = NAME,
+                "some nodes are ready again: leaving master disruption mode"
+            );
+            let wall = Timestamp::now();
+            {
+                let mut health = lock(&self.health);
+                for node in nodes {
+                    if let Some(entry) = health.get_mut(node_name(node)) {
+                        entry.probe = wall;
+                        entry.ready_transition = wall;
+                    }
+                }
+            }
+            let mut zones = lock(&self.zones);
+            let keys: Vec<String> = zones.states.keys().cloned().collect();
+            for zone in keys {
+                let state = new_states.get(&zone).copied().unwrap_or(ZoneState::Normal);
+                self.set_rate(&mut zones, &zone, zone_conditions, state, now);
+                zones.states.insert(zone, state);
+            }
+            return;
+        }
+        let mut zones = lock(&self.zones);
+        let keys: Vec<String> = zones.states.keys().cloned().collect();
+        for zone in keys {
+            let Some(state) = new_states.get(&zone).copied() else {
+                continue;
+            };
+            if zones.states.get(&zone) == Some(&state) {
+                continue;
+            }
+            info!(controller = NAME, zone = %zone.replace('\0', "\\0"), state = ?state, "zone is now in a new state");
+            self.set_rate(&mut zones, &zone, zone_conditions, state, now);
+            zones.states.insert(zone, state);
+        }
+    }
+
+    fn set_rate(
+        &self,
+        zones: &mut Zones,
+        zone: &str,
+        zone_conditions: &HashMap<String, Vec<Option<NodeCondition>>>,
+        state: ZoneState,
+        now: Instant,
+    ) {
+        let size = zone_conditions.get(zone).map_or(0, Vec::len);
+        let rate = zones::zone_rate(
+            state,
+            size,
+            self.options.node_eviction_rate,
+            self.options.secondary_node_eviction_rate,
+            self.options.large_cluster_size_threshold,
+        );
+        if let Some(tainter) = zones.tainters.get_mut(zone) {
+            tainter.swap_limiter(rate, now);
+        }
+    }
+}
