@@ -38,7 +38,9 @@ impl std::ops::Deref for Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        Stack(WorkerStack::start(&["--controllers", "daemonset,serviceaccount,nodelifecycle"]).await)
+        Stack(
+            WorkerStack::start(&["--controllers", "daemonset,serviceaccount,nodelifecycle"]).await,
+        )
     }
 
     /// The first `count` nodes by name (every node of a kube-sim test cluster).
