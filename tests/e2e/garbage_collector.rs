@@ -9,16 +9,19 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(120);
+/// ReplicaSets listed before the ones under test (see the orphan test below).
+const FILLER_REPLICA_SETS: usize = 2000;
 
 struct Stack {
     cluster: TestCluster,
@@ -415,6 +418,7 @@ async fn killing_the_collector_mid_cascade_orphans_nothing_and_deletes_nothing_o
         .await;
     }
     // SAFETY: kill(2) on a test-owned process.
+    #[allow(unsafe_code)]
     unsafe {
         libc::kill(collector[0] as i32, libc::SIGKILL);
     }
@@ -497,4 +501,180 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
         "a Job within its TTL stays"
     );
     s.cluster.cleanup().await;
+}
+
+/// Issue 31: a Deployment deleted with propagationPolicy=Orphan while the collector is
+/// down. The restarted collector sees the Deployment waiting on its `orphan` finalizer
+/// before (or after) its ReplicaSet, whatever its monitors list first; the ReplicaSet
+/// must be released, with its pods, before the Deployment goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_deletion_made_while_the_collector_is_down_keeps_replicasets_and_pods() {
+    let mut stack =
+        WorkerStack::start(&["--controllers", "deployment,replicaset,nodelifecycle"]).await;
+    let mut collector = Worker::start(
+        &stack.cluster,
+        &stack.informer,
+        &[
+            "--controllers",
+            "garbagecollector",
+            "--garbage-collector-discovery-period=1s",
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("starting the collector: {e:#}"));
+    let ns = stack.cluster.namespace("orphan-kill").await.unwrap();
+    let names = ["a", "b", "c"];
+    for name in names {
+        let manifest = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}});
+        stack
+            .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
+            .await;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(stack.cluster.client.clone(), &ns);
+    let sets: Api<ReplicaSet> = Api::namespaced(stack.cluster.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(stack.cluster.client.clone(), &ns);
+    let owned_by = |meta: &kube::api::ObjectMeta, uid: &str| {
+        meta.owner_references.iter().flatten().any(|o| o.uid == uid)
+    };
+    // Per Deployment: its UID, its ReplicaSet's UID, and its pods' UIDs.
+    let mut before: BTreeMap<&str, (String, String, Vec<String>)> = BTreeMap::new();
+    for name in names {
+        let selector = format!("app={name}");
+        let found = stack
+            .wait(&format!("{name}'s ReplicaSet and its 2 pods"), || async {
+                let deployment = deployments.get(name).await?;
+                let uid = deployment.metadata.uid.clone().unwrap_or_default();
+                let rs = sets.list(&ListParams::default().labels(&selector)).await?;
+                let [rs] = rs.items.as_slice() else {
+                    return Ok(None);
+                };
+                let rs_uid = rs.metadata.uid.clone().unwrap_or_default();
+                let owned: Vec<String> = pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|p| owned_by(&p.metadata, &rs_uid))
+                    .filter_map(|p| p.metadata.uid.clone())
+                    .collect();
+                Ok((owned_by(&rs.metadata, &uid) && owned.len() == 2)
+                    .then_some((uid, rs_uid, owned)))
+            })
+            .await;
+        before.insert(name, found);
+    }
+    // Nothing needs the controllers any more (what follows is the collector's alone).
+    // Then ReplicaSets that the restarted collector lists before ours (its lists come in
+    // namespace order): the window in which, before the fix, the Deployments were seen
+    // and orphaned before their ReplicaSets were in the graph.
+    stack
+        .worker
+        .kill()
+        .await
+        .unwrap_or_else(|e| panic!("stopping the controllers: {e:#}"));
+    let filler_ns = stack.cluster.namespace("aaa-filler").await.unwrap();
+    assert!(filler_ns < ns);
+    let filler: Api<ReplicaSet> = Api::namespaced(stack.cluster.client.clone(), &filler_ns);
+    let made: Vec<Result<ReplicaSet, kube::Error>> =
+        futures::stream::iter(0..FILLER_REPLICA_SETS)
+            .map(|i| {
+                let filler = filler.clone();
+                async move {
+                    let rs: ReplicaSet = serde_json::from_value(json!({
+                        "metadata": {"name": format!("filler-{i:05}")},
+                        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "filler"}},
+                            "template": {"metadata": {"labels": {"app": "filler"}},
+                                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}))
+                    .expect("a valid ReplicaSet");
+                    filler.create(&PostParams::default(), &rs).await
+                }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+    assert!(
+        made.iter().all(Result::is_ok),
+        "filler ReplicaSets: {:?}",
+        made.iter().find(|r| r.is_err())
+    );
+
+    collector
+        .kill()
+        .await
+        .unwrap_or_else(|e| panic!("killing the collector: {e:#}"));
+    for name in names {
+        deployments
+            .delete(name, &DeleteParams::orphan())
+            .await
+            .unwrap();
+    }
+    for name in names {
+        let waiting = deployments.get(name).await.unwrap().metadata;
+        assert!(
+            waiting.deletion_timestamp.is_some()
+                && waiting
+                    .finalizers
+                    .unwrap_or_default()
+                    .contains(&"orphan".to_string()),
+            "{name} waits for the collector with its orphan finalizer"
+        );
+    }
+    collector
+        .restart()
+        .await
+        .unwrap_or_else(|e| panic!("restarting the collector: {e:#}"));
+
+    let log = || collector.log();
+    for name in names {
+        match wait_for(&format!("{name} to go"), WAIT, || async {
+            Ok(deployments.get_opt(name).await?.is_none().then_some(()))
+        })
+        .await
+        {
+            Ok(()) => {}
+            Err(e) => panic!("{e:#}\ncollector log:\n{}", log()),
+        }
+    }
+    for name in names {
+        let (uid, rs_uid, pod_uids) = &before[name];
+        let selector = format!("app={name}");
+        let left = sets
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items;
+        assert!(
+            matches!(left.as_slice(), [rs] if rs.metadata.uid.as_ref() == Some(rs_uid)),
+            "{name}'s ReplicaSet is kept: {left:?}\ncollector log:\n{}",
+            log()
+        );
+        assert!(
+            !owned_by(&left[0].metadata, uid),
+            "{name}'s ReplicaSet no longer names the Deployment (else it would be collected): {:?}\ncollector log:\n{}",
+            left[0].metadata.owner_references,
+            log()
+        );
+        let mut kept: Vec<String> = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| owned_by(&p.metadata, rs_uid))
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        kept.sort();
+        let mut expected = pod_uids.clone();
+        expected.sort();
+        assert_eq!(
+            kept, expected,
+            "{name}'s pods are kept, owned by the ReplicaSet"
+        );
+    }
+    stack.cluster.cleanup().await;
 }

@@ -47,6 +47,9 @@ pub struct Node {
     pub being_deleted: bool,
     /// Being deleted with the foregroundDeletion finalizer: waits for its dependents.
     pub deleting_dependents: bool,
+    /// Being deleted with the orphan finalizer: a dependent that turns up now must be
+    /// released too before the finalizer goes.
+    pub orphaning: bool,
 }
 
 #[derive(Default)]
@@ -81,6 +84,7 @@ impl Graph {
                     virtual_node: true,
                     being_deleted: false,
                     deleting_dependents: false,
+                    orphaning: false,
                 }
             });
             node.dependents.insert(dependent.uid.clone());
@@ -200,6 +204,7 @@ mod tests {
                 virtual_node: false,
                 being_deleted: false,
                 deleting_dependents: false,
+                orphaning: false,
             },
         );
         assert!(graph.get("rs").unwrap().virtual_node);

@@ -8,19 +8,28 @@
 //!   virtual nodes, queued for verification); owners it no longer names are revisited
 //!   if they wait for their dependents;
 //! - an object that starts being deleted with the `orphan` finalizer goes to the orphan
-//!   queue; with `foregroundDeletion` it is marked as deleting its dependents, and they
-//!   and it go to the delete queue;
+//!   queue (and goes again when a dependent of it turns up meanwhile); with
+//!   `foregroundDeletion` it is marked as deleting its dependents, and they and it go to
+//!   the delete queue;
 //! - a deleted object's dependents go to the delete queue (their owner is gone), and so
 //!   do its owners that wait for their dependents.
+//!
+//! The collector decides only on a graph that holds what the monitors listed: a monitor
+//! is synced once the objects of its list (the first, or the one after a RESET) are
+//! applied to the graph, and stops being synced when another list begins; the builder
+//! is synced when it has monitors and every one is. A list removes nothing from the graph
+//! before it ends (its objects are applied as they come, those it did not name are
+//! dropped at its end), so an owner never loses a dependent while its kind is relisted.
+//! Keys the collector may not act on yet are held here ([`GraphBuilder::hold_orphan`],
+//! [`GraphBuilder::hold_delete`]) and queued again when the monitors have synced.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
-use rkcm_informer_server::client::{self, ClientError};
+use rkcm_client::informer::{self as client, ClientError};
 use rkcm_proto::v1::informer_client::InformerClient;
 use rkcm_proto::v1::{GroupVersionResource, Projection, ResourceInfo, WatchRequest};
 use serde::Deserialize;
@@ -46,11 +55,15 @@ pub struct MetaObject {
 pub enum GraphChange {
     Upsert(ObjectRef, Box<ObjectMeta>),
     Delete(ObjectRef),
-    /// A monitor's fresh snapshot: objects of (group, kind) not in it are gone.
+    /// The end of a monitor's list: objects of (group, kind) not in `uids` are gone
+    /// (unless the list was cut short, `complete: false`), and the monitor is synced once
+    /// this is applied, if it has not begun another list since.
     Snapshot {
+        list: ListId,
         group: String,
         kind: String,
         uids: HashSet<String>,
+        complete: bool,
     },
     /// The collector found a virtual node's object absent: act as if it was deleted.
     VirtualDelete(String),
@@ -113,9 +126,123 @@ impl AbsentOwners {
     }
 }
 
+/// One list of one monitor: a snapshot makes its monitor synced only if no other list
+/// has begun since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListId {
+    monitor: u64,
+    list: u64,
+}
+
 struct Monitor {
-    task: tokio::task::JoinHandle<()>,
-    synced: Arc<AtomicBool>,
+    id: u64,
+    group: String,
+    kind: String,
+    /// The list under way, or the last one.
+    list: u64,
+    synced: bool,
+    /// `None` for a monitor fed by hand (tests).
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The monitors, and the keys waiting for them: one lock, so that a key is never held
+/// after the release it waits for.
+#[derive(Default)]
+struct Monitors {
+    by_resource: HashMap<(String, String), Monitor>,
+    next_id: u64,
+    /// Every monitor has synced once: before that the collector acts on nothing.
+    started: bool,
+    held_delete: HashSet<String>,
+    held_orphan: HashSet<String>,
+}
+
+impl Monitors {
+    fn synced(&self) -> bool {
+        !self.by_resource.is_empty() && self.by_resource.values().all(|m| m.synced)
+    }
+
+    /// True when no monitor of the kind is still listing (a kind nobody monitors, such as
+    /// an owner's unknown kind, is checked live only).
+    fn kind_synced(&self, group: &str, kind: &str) -> bool {
+        self.by_resource
+            .values()
+            .filter(|m| m.group == group && m.kind == kind)
+            .all(|m| m.synced)
+    }
+
+    fn add(&mut self, key: (String, String), info: &ResourceInfo) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.by_resource.insert(
+            key,
+            Monitor {
+                id,
+                group: info.group.clone(),
+                kind: info.kind.clone(),
+                list: 0,
+                synced: false,
+                task: None,
+            },
+        );
+        id
+    }
+
+    /// Keys that may be looked at again: all of them once every monitor has synced; the
+    /// delete keys also when only some have (each is checked against its own kind
+    /// again).
+    fn release(&mut self) -> (Vec<String>, Vec<String>) {
+        if self.synced() {
+            if !self.started {
+                self.started = true;
+                info!(
+                    monitors = self.by_resource.len(),
+                    "garbage collector: every monitor has synced; proceeding to collect garbage"
+                );
+            }
+            (
+                self.held_delete.drain().collect(),
+                self.held_orphan.drain().collect(),
+            )
+        } else if self.started {
+            (self.held_delete.drain().collect(), Vec::new())
+        } else {
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+fn lock(monitors: &Mutex<Monitors>) -> std::sync::MutexGuard<'_, Monitors> {
+    monitors.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A monitor's link to the builder's bookkeeping.
+#[derive(Clone)]
+pub struct MonitorHandle {
+    monitors: Arc<Mutex<Monitors>>,
+    key: (String, String),
+    id: u64,
+}
+
+impl MonitorHandle {
+    /// A list begins (the first, or after a RESET): until its snapshot is applied the
+    /// graph may lack objects of this kind.
+    pub fn begin_list(&self) -> ListId {
+        let mut monitors = lock(&self.monitors);
+        let list = match monitors.by_resource.get_mut(&self.key) {
+            Some(monitor) if monitor.id == self.id => {
+                monitor.list += 1;
+                monitor.synced = false;
+                monitor.list
+            }
+            // Stopped meanwhile: its snapshot will match nothing.
+            _ => 0,
+        };
+        ListId {
+            monitor: self.id,
+            list,
+        }
+    }
 }
 
 pub struct GraphBuilder {
@@ -123,85 +250,175 @@ pub struct GraphBuilder {
     /// Objects seen deleted, or found absent as owners.
     pub absent: Arc<std::sync::Mutex<AbsentOwners>>,
     pub changes: mpsc::UnboundedSender<GraphChange>,
-    monitors: std::sync::Mutex<HashMap<(String, String), Monitor>>,
+    monitors: Arc<Mutex<Monitors>>,
+    attempt_to_delete: Arc<WorkQueue<String>>,
+    attempt_to_orphan: Arc<WorkQueue<String>>,
     client: InformerClient<Channel>,
     subscriber: String,
 }
 
 impl GraphBuilder {
-    /// A builder, and the task that applies changes (run it).
+    /// A builder, and the processor that applies its changes (run it).
     pub fn new(
         client: InformerClient<Channel>,
         subscriber: String,
         attempt_to_delete: Arc<WorkQueue<String>>,
         attempt_to_orphan: Arc<WorkQueue<String>>,
-    ) -> (Arc<GraphBuilder>, impl std::future::Future<Output = ()>) {
+    ) -> (Arc<GraphBuilder>, GraphProcessor) {
         let (changes, receiver) = mpsc::unbounded_channel();
         let graph = Arc::new(RwLock::new(Graph::default()));
         let absent = Arc::new(std::sync::Mutex::new(AbsentOwners::default()));
+        let monitors = Arc::new(Mutex::new(Monitors::default()));
         let builder = Arc::new(GraphBuilder {
             graph: graph.clone(),
             absent: absent.clone(),
             changes,
-            monitors: std::sync::Mutex::new(HashMap::new()),
+            monitors: monitors.clone(),
+            attempt_to_delete: attempt_to_delete.clone(),
+            attempt_to_orphan: attempt_to_orphan.clone(),
             client,
             subscriber,
         });
-        let process = process_changes(
+        let processor = GraphProcessor {
+            receiver,
             graph,
             absent,
-            receiver,
+            monitors,
             attempt_to_delete,
             attempt_to_orphan,
-        );
-        (builder, process)
+        };
+        (builder, processor)
     }
 
     /// Starts monitors for new resources and stops those of vanished ones.
     pub fn sync_monitors(&self, resources: &[ResourceInfo]) {
-        let mut monitors = self.monitors.lock().unwrap_or_else(|p| p.into_inner());
-        let wanted: HashMap<(String, String), &ResourceInfo> = resources
-            .iter()
-            .map(|r| ((r.group.clone(), r.resource.clone()), r))
-            .collect();
-        monitors.retain(|key, monitor| {
-            let keep = wanted.contains_key(key);
-            if !keep {
-                info!(group = %key.0, resource = %key.1, "resource gone; stopping its monitor");
-                monitor.task.abort();
+        let released = {
+            let mut monitors = lock(&self.monitors);
+            let wanted: HashMap<(String, String), &ResourceInfo> = resources
+                .iter()
+                .map(|r| ((r.group.clone(), r.resource.clone()), r))
+                .collect();
+            monitors.by_resource.retain(|key, monitor| {
+                let keep = wanted.contains_key(key);
+                if !keep {
+                    info!(group = %key.0, resource = %key.1, "resource gone; stopping its monitor");
+                    if let Some(task) = &monitor.task {
+                        task.abort();
+                    }
+                }
+                keep
+            });
+            for (key, info) in wanted {
+                if monitors.by_resource.contains_key(&key) {
+                    continue;
+                }
+                debug!(group = %info.group, resource = %info.resource, "starting monitor");
+                let id = monitors.add(key.clone(), info);
+                let handle = MonitorHandle {
+                    monitors: self.monitors.clone(),
+                    key: key.clone(),
+                    id,
+                };
+                let task = tokio::spawn(monitor(
+                    self.client.clone(),
+                    self.subscriber.clone(),
+                    info.clone(),
+                    self.changes.clone(),
+                    handle,
+                ));
+                if let Some(monitor) = monitors.by_resource.get_mut(&key) {
+                    monitor.task = Some(task);
+                }
             }
-            keep
-        });
-        for (key, info) in wanted {
-            if monitors.contains_key(&key) {
-                continue;
-            }
-            debug!(group = %info.group, resource = %info.resource, "starting monitor");
-            let synced = Arc::new(AtomicBool::new(false));
-            let task = tokio::spawn(monitor(
-                self.client.clone(),
-                self.subscriber.clone(),
-                info.clone(),
-                self.changes.clone(),
-                synced.clone(),
-            ));
-            monitors.insert(key, Monitor { task, synced });
+            // A stopped monitor may have been the last one listing.
+            monitors.release()
+        };
+        requeue(&self.attempt_to_delete, &self.attempt_to_orphan, released);
+    }
+
+    /// A monitor whose events the caller sends itself (tests stand in for its stream).
+    #[cfg(test)]
+    pub fn add_monitor_by_hand(&self, info: &ResourceInfo) -> MonitorHandle {
+        let key = (info.group.clone(), info.resource.clone());
+        let id = lock(&self.monitors).add(key.clone(), info);
+        MonitorHandle {
+            monitors: self.monitors.clone(),
+            key,
+            id,
         }
     }
 
-    pub fn monitors_synced(&self) -> bool {
-        self.monitors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .all(|m| m.synced.load(Ordering::Relaxed))
+    /// Every monitor has its list in the graph (false while there is none: nothing is
+    /// known then).
+    pub fn is_synced(&self) -> bool {
+        lock(&self.monitors).synced()
+    }
+
+    /// The resources whose monitors are listing, for logs.
+    pub fn unsynced(&self) -> Vec<String> {
+        let monitors = lock(&self.monitors);
+        let mut names: Vec<String> = monitors
+            .by_resource
+            .iter()
+            .filter(|(_, m)| !m.synced)
+            .map(|((group, resource), _)| {
+                if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                }
+            })
+            .collect();
+        names.sort();
+        names
     }
 
     pub fn monitor_count(&self) -> usize {
-        self.monitors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        lock(&self.monitors).by_resource.len()
+    }
+
+    /// Keeps `uid` for later (true) unless every monitor has synced: which objects still
+    /// name an owner can be told only from a complete graph, whatever their kind.
+    pub fn hold_orphan(&self, uid: &str) -> bool {
+        let mut monitors = lock(&self.monitors);
+        if monitors.synced() {
+            return false;
+        }
+        monitors.held_orphan.insert(uid.to_string());
+        true
+    }
+
+    /// Keeps `uid` for later (true) unless every monitor has synced once and the
+    /// monitors of its own kind are synced now, or, with `whole_graph`, every monitor is.
+    pub fn hold_delete(&self, uid: &str, identity: &ObjectRef, whole_graph: bool) -> bool {
+        let mut monitors = lock(&self.monitors);
+        let ready = monitors.started
+            && if whole_graph {
+                monitors.synced()
+            } else {
+                monitors.kind_synced(
+                    super::operations::group_of(&identity.api_version),
+                    &identity.kind,
+                )
+            };
+        if ready {
+            return false;
+        }
+        monitors.held_delete.insert(uid.to_string());
+        true
+    }
+}
+
+fn requeue(
+    attempt_to_delete: &WorkQueue<String>,
+    attempt_to_orphan: &WorkQueue<String>,
+    (delete, orphan): (Vec<String>, Vec<String>),
+) {
+    for uid in delete {
+        attempt_to_delete.add(uid);
+    }
+    for uid in orphan {
+        attempt_to_orphan.add(uid);
     }
 }
 
@@ -210,7 +427,7 @@ async fn monitor(
     subscriber: String,
     info: ResourceInfo,
     changes: mpsc::UnboundedSender<GraphChange>,
-    synced: Arc<AtomicBool>,
+    handle: MonitorHandle,
 ) {
     let request = WatchRequest {
         resource: Some(GroupVersionResource {
@@ -232,25 +449,31 @@ async fn monitor(
     };
     let stream = client::watch::<MetaObject>(client, request);
     futures::pin_mut!(stream);
-    let mut snapshot: Option<HashSet<String>> = None;
+    // The list under way: its id, the UIDs it named, and whether it lost none.
+    let mut listing: Option<(ListId, HashSet<String>, bool)> = None;
     while let Some(event) = stream.next().await {
         let change = match event {
             Ok(Event::Init) => {
-                snapshot = Some(HashSet::new());
+                listing = Some((handle.begin_list(), HashSet::new(), true));
                 continue;
             }
             Ok(Event::InitApply(object)) => {
-                if let Some(uids) = snapshot.as_mut() {
+                if let Some((_, uids, _)) = listing.as_mut() {
                     uids.insert(object.metadata.uid.clone().unwrap_or_default());
                 }
                 GraphChange::Upsert(identity(&object.metadata), Box::new(object.metadata))
             }
             Ok(Event::InitDone) => {
-                synced.store(true, Ordering::Relaxed);
+                // Without a list under way there is nothing to tell gone objects by.
+                let Some((list, uids, complete)) = listing.take() else {
+                    continue;
+                };
                 GraphChange::Snapshot {
+                    list,
                     group: info.group.clone(),
                     kind: info.kind.clone(),
-                    uids: snapshot.take().unwrap_or_default(),
+                    uids,
+                    complete,
                 }
             }
             Ok(Event::Apply(object)) => {
@@ -263,6 +486,11 @@ async fn monitor(
                 continue;
             }
             Err(error) => {
+                // An object the list could not deliver (a broken stream starts a new
+                // list instead): its absence from the list proves nothing.
+                if let Some((_, _, complete)) = listing.as_mut() {
+                    *complete = false;
+                }
                 warn!(group = %info.group, resource = %info.resource, %error, "monitor stream interrupted; reconnecting");
                 continue;
             }
@@ -273,33 +501,69 @@ async fn monitor(
     }
 }
 
-async fn process_changes(
+/// Applies the monitors' changes to the graph, in order, and queues what the collector
+/// must look at.
+pub struct GraphProcessor {
+    receiver: mpsc::UnboundedReceiver<GraphChange>,
     graph: Arc<RwLock<Graph>>,
     absent: Arc<std::sync::Mutex<AbsentOwners>>,
-    mut receiver: mpsc::UnboundedReceiver<GraphChange>,
+    monitors: Arc<Mutex<Monitors>>,
     attempt_to_delete: Arc<WorkQueue<String>>,
     attempt_to_orphan: Arc<WorkQueue<String>>,
-) {
-    while let Some(change) = receiver.recv().await {
+}
+
+impl GraphProcessor {
+    pub async fn run(mut self) {
+        while let Some(change) = self.receiver.recv().await {
+            self.process(change);
+        }
+    }
+
+    /// Applies what has been sent so far (tests drive the builder step by step).
+    #[cfg(test)]
+    pub fn process_pending(&mut self) {
+        while let Ok(change) = self.receiver.try_recv() {
+            self.process(change);
+        }
+    }
+
+    fn process(&self, change: GraphChange) {
         if let GraphChange::Delete(identity) = &change {
             // Its dependents need not read it again to learn it is gone.
-            absent
+            self.absent
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(&identity.uid);
         }
+        let ended = match &change {
+            GraphChange::Snapshot { list, .. } => Some(*list),
+            _ => None,
+        };
         let mut to_delete = Vec::new();
         let mut to_orphan = Vec::new();
         {
-            let mut graph = graph.write().unwrap_or_else(|p| p.into_inner());
+            let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
             apply(&mut graph, change, &mut to_delete, &mut to_orphan);
         }
-        for uid in to_delete {
-            attempt_to_delete.add(uid);
+        if let Some(list) = ended {
+            // Only now, with the whole list in the graph, may the collector rely on it.
+            let mut monitors = lock(&self.monitors);
+            if let Some(monitor) = monitors
+                .by_resource
+                .values_mut()
+                .find(|m| m.id == list.monitor && m.list == list.list)
+            {
+                monitor.synced = true;
+            }
+            let (delete, orphan) = monitors.release();
+            to_delete.extend(delete);
+            to_orphan.extend(orphan);
         }
-        for uid in to_orphan {
-            attempt_to_orphan.add(uid);
-        }
+        requeue(
+            &self.attempt_to_delete,
+            &self.attempt_to_orphan,
+            (to_delete, to_orphan),
+        );
     }
 }
 
@@ -332,6 +596,7 @@ pub fn apply(
                     node.identity = identity.clone();
                     node.owners = owners.clone();
                     node.being_deleted = being_deleted;
+                    node.orphaning = orphaning;
                     old
                 }
                 None => {
@@ -344,6 +609,7 @@ pub fn apply(
                             virtual_node: false,
                             being_deleted,
                             deleting_dependents: false,
+                            orphaning,
                         },
                     );
                     Vec::new()
@@ -359,6 +625,16 @@ pub fn apply(
             }
             for virtual_owner in graph.link(&identity, &added) {
                 to_delete.push(virtual_owner);
+            }
+            // An owner already releasing its dependents has one more to release (the
+            // owner may not have seen it when it looked).
+            for owner in &added {
+                if graph
+                    .get(&owner.uid)
+                    .is_some_and(|o| !o.virtual_node && o.orphaning)
+                {
+                    to_orphan.push(owner.uid.clone());
+                }
             }
             // An observed namespaced owner in another namespace than its dependent (or
             // named by a cluster-scoped dependent) cannot own it: let the collector
@@ -395,7 +671,19 @@ pub fn apply(
                 removed(graph, &uid, to_delete);
             }
         }
-        GraphChange::Snapshot { group, kind, uids } => {
+        GraphChange::Snapshot {
+            group,
+            kind,
+            uids,
+            complete,
+            ..
+        } => {
+            if !complete {
+                // Dropping what an interrupted list did not name could drop an owner's
+                // dependents: keep them until a list ends whole.
+                warn!(%group, %kind, "a list ended without some of its objects; keeping what the graph had");
+                return;
+            }
             let gone: Vec<String> = graph
                 .nodes
                 .values()
@@ -420,5 +708,307 @@ fn removed(graph: &mut Graph, uid: &str, to_delete: &mut Vec<String>) {
         if graph.get(&owner.uid).is_some_and(|o| o.deleting_dependents) {
             to_delete.push(owner.uid.clone());
         }
+    }
+}
+
+/// A builder whose monitors are fed by hand, for the collector's tests and ours.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    pub(crate) fn resource(group: &str, resource: &str, kind: &str) -> ResourceInfo {
+        ResourceInfo {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            kind: kind.into(),
+            namespaced: true,
+            verbs: ["get", "list", "watch", "patch", "delete"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+
+    pub(crate) fn identity(info: &ResourceInfo, meta: &ObjectMeta) -> ObjectRef {
+        ObjectRef {
+            api_version: api_version(info),
+            kind: info.kind.clone(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
+
+    pub(crate) struct Harness {
+        pub(crate) builder: Arc<GraphBuilder>,
+        pub(crate) processor: GraphProcessor,
+        pub(crate) delete: Arc<WorkQueue<String>>,
+        pub(crate) orphan: Arc<WorkQueue<String>>,
+    }
+
+    impl Harness {
+        /// Needs a tokio runtime (the queues run a task).
+        pub(crate) fn new() -> Harness {
+            // Never dialled: these monitors have no stream.
+            let client = client::connect("unix:///nonexistent/informer.sock", None)
+                .expect("a unix address is accepted");
+            let delete = WorkQueue::new("test_attempt_to_delete", None);
+            let orphan = WorkQueue::new("test_attempt_to_orphan", None);
+            let (builder, processor) =
+                GraphBuilder::new(client, "test".into(), delete.clone(), orphan.clone());
+            Harness {
+                builder,
+                processor,
+                delete,
+                orphan,
+            }
+        }
+
+        pub(crate) fn monitor(&self, info: &ResourceInfo) -> MonitorHandle {
+            self.builder.add_monitor_by_hand(info)
+        }
+
+        pub(crate) fn send(&mut self, change: GraphChange) {
+            self.builder
+                .changes
+                .send(change)
+                .expect("the processor is ours");
+            self.processor.process_pending();
+        }
+
+        /// An object as an event of `info`'s monitor brings it.
+        pub(crate) fn upsert(&mut self, info: &ResourceInfo, meta: &ObjectMeta) {
+            self.send(GraphChange::Upsert(
+                identity(info, meta),
+                Box::new(meta.clone()),
+            ));
+        }
+
+        /// The end of a list that named `objects`.
+        pub(crate) fn end_list(
+            &mut self,
+            list: ListId,
+            info: &ResourceInfo,
+            objects: &[&ObjectMeta],
+        ) {
+            self.send(GraphChange::Snapshot {
+                list,
+                group: info.group.clone(),
+                kind: info.kind.clone(),
+                uids: objects
+                    .iter()
+                    .map(|m| m.uid.clone().unwrap_or_default())
+                    .collect(),
+                complete: true,
+            });
+        }
+
+        /// A whole list, as the stream brings it: Init, each object, InitDone.
+        pub(crate) fn list(
+            &mut self,
+            monitor: &MonitorHandle,
+            info: &ResourceInfo,
+            objects: &[&ObjectMeta],
+        ) {
+            let list = monitor.begin_list();
+            for meta in objects {
+                self.upsert(info, meta);
+            }
+            self.end_list(list, info, objects);
+        }
+
+        pub(crate) fn dependents(&self, uid: &str) -> HashSet<String> {
+            self.builder
+                .graph
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(uid)
+                .map(|n| n.dependents.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// Metadata from JSON (timestamps and all, as the API server writes them).
+    pub(crate) fn meta(value: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(value).expect("test metadata is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(uid: &str, orphaning: bool) -> ObjectMeta {
+        let mut value = json!({"name": uid, "namespace": "ns", "uid": uid});
+        if orphaning {
+            value["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+            value["finalizers"] = json!(["orphan"]);
+        }
+        meta(value)
+    }
+
+    fn replica_set(uid: &str, owner: &str) -> ObjectMeta {
+        meta(json!({"name": uid, "namespace": "ns", "uid": uid,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner,
+                "uid": owner, "controller": true, "blockOwnerDeletion": true}]}))
+    }
+
+    #[tokio::test]
+    async fn synced_only_once_every_monitor_has_its_list_in_the_graph() {
+        let mut h = Harness::new();
+        assert!(!h.builder.is_synced(), "nothing is known without monitors");
+        assert!(h.builder.hold_orphan("early"));
+        let deployments = resource("apps", "deployments", "Deployment");
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        assert!(!h.builder.is_synced());
+
+        let d = deployment("d", false);
+        h.list(&d_monitor, &deployments, &[&d]);
+        assert!(!h.builder.is_synced(), "replicasets have not listed yet");
+        // The list is under way: its objects are in, its end is not.
+        let list = rs_monitor.begin_list();
+        let rs = replica_set("rs", "d");
+        h.upsert(&sets, &rs);
+        assert!(!h.builder.is_synced());
+        assert!(h.builder.hold_orphan("early"));
+        assert_eq!(h.orphan.len(), 0, "held, not queued");
+        h.end_list(list, &sets, &[&rs]);
+        assert!(h.builder.is_synced());
+        assert_eq!(h.orphan.len(), 1, "the held key is queued again");
+        assert!(!h.builder.hold_orphan("now"));
+        assert_eq!(h.builder.unsynced(), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn a_relist_keeps_every_dependent_until_it_ends_and_unsyncs_meanwhile() {
+        let mut h = Harness::new();
+        let deployments = resource("apps", "deployments", "Deployment");
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let d = deployment("d", false);
+        let (rs1, rs2) = (replica_set("rs1", "d"), replica_set("rs2", "d"));
+        h.list(&d_monitor, &deployments, &[&d]);
+        let first = rs_monitor.begin_list();
+        h.upsert(&sets, &rs1);
+        h.upsert(&sets, &rs2);
+        h.end_list(first, &sets, &[&rs1, &rs2]);
+        assert!(h.builder.is_synced());
+
+        // A RESET: the stream lists again; rs2 was deleted meanwhile.
+        let second = rs_monitor.begin_list();
+        assert!(!h.builder.is_synced(), "a relisting monitor is not synced");
+        assert_eq!(h.builder.unsynced(), ["replicasets.apps"]);
+        h.upsert(&sets, &rs1);
+        assert_eq!(
+            h.dependents("d"),
+            HashSet::from(["rs1".to_string(), "rs2".to_string()]),
+            "nothing is dropped before the list ends"
+        );
+        // A snapshot of an earlier list does not end this one.
+        h.end_list(first, &sets, &[&rs1, &rs2]);
+        assert!(!h.builder.is_synced());
+        h.end_list(second, &sets, &[&rs1]);
+        assert!(h.builder.is_synced());
+        assert_eq!(h.dependents("d"), HashSet::from(["rs1".to_string()]));
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_list_drops_nothing() {
+        let mut h = Harness::new();
+        let deployments = resource("apps", "deployments", "Deployment");
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let d = deployment("d", false);
+        let rs = replica_set("rs", "d");
+        h.list(&d_monitor, &deployments, &[&d]);
+        h.list(&rs_monitor, &sets, &[&rs]);
+        let list = rs_monitor.begin_list();
+        h.send(GraphChange::Snapshot {
+            list,
+            group: "apps".into(),
+            kind: "ReplicaSet".into(),
+            uids: HashSet::new(),
+            complete: false,
+        });
+        assert_eq!(h.dependents("d"), HashSet::from(["rs".to_string()]));
+    }
+
+    #[tokio::test]
+    async fn a_monitor_added_later_holds_orphaning_and_the_deletes_of_its_kind() {
+        let mut h = Harness::new();
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let rs_monitor = h.monitor(&sets);
+        h.list(&rs_monitor, &sets, &[]);
+        assert!(h.builder.is_synced());
+        let rs = identity(&sets, &replica_set("rs", "d"));
+
+        let widgets = resource("example.com", "widgets", "Widget");
+        let w_monitor = h.monitor(&widgets);
+        let widget = identity(
+            &widgets,
+            &meta(json!({"name": "w", "namespace": "ns", "uid": "w"})),
+        );
+        assert!(!h.builder.is_synced());
+        assert!(
+            h.builder.hold_orphan("owner"),
+            "a dependent may be a Widget"
+        );
+        assert!(h.builder.hold_delete("w", &widget, false));
+        assert!(
+            !h.builder.hold_delete("rs", &rs, false),
+            "other kinds are collected meanwhile"
+        );
+        assert!(
+            h.builder.hold_delete("rs", &rs, true),
+            "but no foreground deletion finishes"
+        );
+        h.list(&w_monitor, &widgets, &[]);
+        assert!(h.builder.is_synced());
+        assert_eq!(h.orphan.len(), 1);
+        assert_eq!(h.delete.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_collected_before_every_monitor_has_synced_once() {
+        let h = Harness::new();
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let rs = identity(&sets, &replica_set("rs", "d"));
+        assert!(
+            h.builder.hold_delete("rs", &rs, false),
+            "not even kinds nobody monitors"
+        );
+        let _rs_monitor = h.monitor(&sets);
+        assert!(h.builder.hold_delete("rs", &rs, false));
+    }
+
+    #[test]
+    fn a_dependent_that_turns_up_queues_its_orphaning_owner_again() {
+        let deployments = resource("apps", "deployments", "Deployment");
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let mut graph = Graph::default();
+        let (mut to_delete, mut to_orphan) = (Vec::new(), Vec::new());
+        let d = deployment("d", true);
+        apply(
+            &mut graph,
+            GraphChange::Upsert(identity(&deployments, &d), Box::new(d.clone())),
+            &mut to_delete,
+            &mut to_orphan,
+        );
+        assert_eq!(to_orphan, ["d"]);
+        to_orphan.clear();
+        let rs = replica_set("rs", "d");
+        apply(
+            &mut graph,
+            GraphChange::Upsert(identity(&sets, &rs), Box::new(rs.clone())),
+            &mut to_delete,
+            &mut to_orphan,
+        );
+        assert_eq!(to_orphan, ["d"]);
     }
 }

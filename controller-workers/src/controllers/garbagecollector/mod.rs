@@ -15,11 +15,21 @@
 //!   once no dependent blocks it;
 //! - attemptToOrphan: an owner deleted with `orphan`: its dependents lose their
 //!   reference to it, then it loses the finalizer.
+//!
+//! Neither acts before the graph holds what every monitor listed (upstream starts its
+//! workers only once the graph builder has synced): a key taken too early is handed back
+//! to the builder, which queues it again once the monitors it depends on have synced.
+//! Orphaning needs every monitor synced (a dependent may be of any kind), and so does
+//! finishing a foreground deletion; other deletions need their own kind's monitors
+//! synced. The `orphan` finalizer goes only after every dependent the graph knows has
+//! been read live without a reference to the owner (or released by our patch), and the
+//! graph has shown no new one meanwhile.
 
 pub mod graph;
 pub mod graph_builder;
 pub mod operations;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -36,6 +46,12 @@ use crate::recorder::{Recorder, WARNING};
 
 pub const NAME: &str = "garbage-collector-controller";
 
+/// Passes over an orphaning owner's dependents before giving up for a while: each pass
+/// handles those the graph showed since the last.
+const ORPHAN_ROUNDS: usize = 10;
+/// Reads and patches of one dependent whose resourceVersion keeps changing.
+const CONFLICT_RETRIES: usize = 5;
+
 pub struct Collector {
     builder: Arc<GraphBuilder>,
     ops: Operations,
@@ -49,18 +65,38 @@ enum OwnerState {
     WaitingForDependentsDeletion,
 }
 
-pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
+/// It streams whichever resources discovery lists, not fixed informers.
+pub const RESOURCES: &[&str] = &[];
+
+/// The collector's flags (KCM's names and defaults, plus rkcm's discovery period).
+#[derive(Clone, Debug, clap::Args)]
+#[group(skip)]
+pub struct Options {
+    /// The number of garbage collector workers that are allowed to sync concurrently.
+    #[arg(long, default_value_t = 20)]
+    pub concurrent_gc_syncs: usize,
+    /// Enables the generic garbage collector. MUST be synced with the corresponding flag of
+    /// the kube-apiserver (false turns it off even when --controllers selects it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_garbage_collector: bool,
+    /// rkcm: how often the garbage collector re-reads discovery for new resources (KCM uses
+    /// 30s, fixed).
+    #[arg(long, default_value = "30s", value_parser = crate::flags::parse_go_duration)]
+    pub garbage_collector_discovery_period: std::time::Duration,
+}
+
+pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Vec<Runnable>> {
     let (client, recorder) = context.client_and_recorder(NAME)?;
     let attempt_to_delete = context.queue("garbage_collector_attempt_to_delete");
     let attempt_to_orphan = context.queue("garbage_collector_attempt_to_orphan");
     let informer_client = context.informers.client();
-    let (builder, process) = GraphBuilder::new(
+    let (builder, processor) = GraphBuilder::new(
         informer_client.clone(),
         format!("{} garbage-collector", crate::client::USER_AGENT_PREFIX),
         attempt_to_delete.clone(),
         attempt_to_orphan.clone(),
     );
-    tokio::spawn(process);
+    tokio::spawn(processor.run());
     let collector = Arc::new(Collector {
         builder: builder.clone(),
         ops: Operations {
@@ -73,7 +109,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
     // Discovery now and every period after (KCM: 30 s), so new CRDs are monitored.
     {
         let collector = collector.clone();
-        let period = context.options.garbage_collector_discovery_period;
+        let period = options.garbage_collector_discovery_period;
         let mut client = informer_client;
         tokio::spawn(async move {
             loop {
@@ -83,9 +119,16 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
                 {
                     Ok(response) => {
                         let resources = response.into_inner().resources;
-                        collector.ops.kinds.replace(&resources);
                         let deletable = graph_builder::deletable(&resources);
-                        collector.builder.sync_monitors(&deletable);
+                        if deletable.is_empty() {
+                            // Not an API server without resources: a discovery that
+                            // came back empty. Stopping every monitor would only
+                            // relist them all next time.
+                            warn!("garbage collector: discovery returned no deletable resource; keeping the current monitors");
+                        } else {
+                            collector.ops.kinds.replace(&resources);
+                            collector.builder.sync_monitors(&deletable);
+                        }
                     }
                     Err(status) => {
                         warn!(error = %status.message(), "garbage collector: discovery failed; keeping the current monitors")
@@ -124,6 +167,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
         }
         let builder = collector.builder.clone();
         tokio::spawn(async move {
+            let mut unsynced_for = 0u64;
             loop {
                 let size = builder
                     .graph
@@ -133,9 +177,13 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
                     .len();
                 nodes.set(size as i64);
                 monitors.set(builder.monitor_count() as i64);
-                synced.set(i64::from(
-                    builder.monitor_count() > 0 && builder.monitors_synced(),
-                ));
+                let is_synced = builder.is_synced();
+                synced.set(i64::from(is_synced));
+                unsynced_for = if is_synced { 0 } else { unsynced_for + 1 };
+                // Orphaning waits for every monitor: say which ones hold it up.
+                if unsynced_for > 0 && unsynced_for.is_multiple_of(30) {
+                    warn!(seconds = unsynced_for, waiting_for = ?builder.unsynced(), "garbage collector: monitors not synced yet; orphaning waits for them");
+                }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
@@ -148,10 +196,10 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
             .unwrap_or_else(|p| p.into_inner())
             .push((
                 "garbage-collector monitors".to_string(),
-                Arc::new(move || builder.monitor_count() > 0 && builder.monitors_synced()),
+                Arc::new(move || builder.is_synced()),
             ));
     }
-    let workers = context.options.concurrent_gc_syncs;
+    let workers = options.concurrent_gc_syncs;
     let deleting = {
         let collector = collector.clone();
         Runnable {
@@ -271,6 +319,10 @@ impl Collector {
         let Some(node) = self.node(uid) else {
             return Ok(());
         };
+        if self.builder.hold_delete(uid, &node.identity, false) {
+            debug!(object = %node.identity, "waiting for the monitors of its kind to sync");
+            return Ok(());
+        }
         let live = match self.ops.get(&node.identity).await {
             Ok(live) => live,
             Err(OpError::UnknownKind(kind)) if node.virtual_node => {
@@ -355,6 +407,8 @@ impl Collector {
                 .dependents
                 .iter()
                 .any(|d| self.node(d).is_some_and(|n| n.deleting_dependents));
+            // The delete must find the object as read (or as we just wrote it).
+            let mut read = (rv, owners.clone());
             if cycle {
                 let unblocked: Vec<OwnerReference> = owners
                     .iter()
@@ -366,13 +420,25 @@ impl Collector {
                         o
                     })
                     .collect();
-                self.ops
-                    .set_owner_references(&node.identity, &unblocked, &rv)
-                    .await?;
+                let Some(written) = self
+                    .ops
+                    .set_owner_references(&node.identity, &unblocked, &read.0)
+                    .await?
+                else {
+                    return Ok(());
+                };
+                read = (
+                    written.resource_version.unwrap_or_default(),
+                    written.owner_references.unwrap_or_default(),
+                );
             }
             info!(object = %node.identity, "deleting (foreground): its owner waits for it and it has dependents");
             self.ops
-                .delete(&node.identity, PropagationPolicy::Foreground)
+                .delete(
+                    &node.identity,
+                    PropagationPolicy::Foreground,
+                    Some((&read.0, &read.1)),
+                )
                 .await?;
             return Ok(());
         }
@@ -384,11 +450,23 @@ impl Collector {
             PropagationPolicy::Background
         };
         info!(object = %node.identity, ?policy, "deleting: no owner holds it any more");
-        self.ops.delete(&node.identity, policy).await?;
+        // Its owners were judged on this read: if they changed since (an orphaning
+        // owner released it meanwhile, say), the delete must not go through.
+        self.ops
+            .delete(&node.identity, policy, Some((&rv, &owners)))
+            .await?;
         Ok(())
     }
 
     async fn process_deleting_dependents(&self, node: &graph::Node) -> anyhow::Result<()> {
+        // An incomplete graph could show no blocking dependent where there is one.
+        if self
+            .builder
+            .hold_delete(&node.identity.uid, &node.identity, true)
+        {
+            debug!(object = %node.identity, "waiting for every monitor to sync before finishing a foreground deletion");
+            return Ok(());
+        }
         let blocking: Vec<graph::Node> = {
             let graph = self.builder.graph.read().unwrap_or_else(|p| p.into_inner());
             graph
@@ -397,13 +475,6 @@ impl Collector {
                 .cloned()
                 .collect()
         };
-        if !self.builder.monitors_synced() {
-            // An incomplete graph could show no blocking dependent where there is one.
-            anyhow::bail!(
-                "waiting for the garbage collector's monitors to sync before finishing {}",
-                node.identity
-            );
-        }
         if blocking.is_empty() {
             info!(object = %node.identity, "no blocking dependents left; removing foregroundDeletion");
             self.ops
@@ -420,6 +491,10 @@ impl Collector {
     }
 
     async fn attempt_to_orphan(&self, uid: &str) -> anyhow::Result<()> {
+        if self.builder.hold_orphan(uid) {
+            debug!(%uid, "orphaning waits for every monitor to sync");
+            return Ok(());
+        }
         let Some(node) = self.node(uid) else {
             return Ok(());
         };
@@ -435,31 +510,576 @@ impl Collector {
         {
             return Ok(());
         }
-        for dependent_uid in &node.dependents {
-            let Some(dependent) = self.node(dependent_uid) else {
-                continue;
+        // Dependents checked live in this pass: none of them names the owner any more.
+        let mut released: HashSet<String> = HashSet::new();
+        for _ in 0..ORPHAN_ROUNDS {
+            // The graph may have learnt of more dependents while we patched.
+            let pending: Option<Vec<ObjectRef>> = {
+                let graph = self.builder.graph.read().unwrap_or_else(|p| p.into_inner());
+                graph.get(uid).map(|owner| {
+                    owner
+                        .dependents
+                        .iter()
+                        .filter(|d| !released.contains(*d))
+                        .filter_map(|d| graph.get(d))
+                        .map(|d| d.identity.clone())
+                        .collect()
+                })
             };
-            let Some(meta) = self.ops.get(&dependent.identity).await? else {
-                continue;
+            let Some(pending) = pending else {
+                // Without its node the graph no longer tells its dependents: its next
+                // event queues it again.
+                debug!(object = %node.identity, "left the graph while orphaning");
+                return Ok(());
+            };
+            if pending.is_empty() {
+                // A relist (or a new monitor) may have begun while we patched: what
+                // it brings must be seen before the finalizer goes.
+                if self.builder.hold_orphan(uid) {
+                    debug!(object = %node.identity, "orphaning waits for every monitor to sync");
+                    return Ok(());
+                }
+                info!(object = %node.identity, dependents = released.len(), "orphaned its dependents; removing the orphan finalizer");
+                self.ops
+                    .remove_finalizer(&node.identity, ORPHAN_FINALIZER)
+                    .await?;
+                return Ok(());
+            }
+            for dependent in pending {
+                self.release_dependent(&dependent, uid).await?;
+                released.insert(dependent.uid);
+            }
+        }
+        anyhow::bail!(
+            "{} keeps gaining dependents while they are released; trying again",
+            node.identity
+        )
+    }
+
+    /// Removes `owner_uid` from the live dependent's ownerReferences (nothing when it is
+    /// gone or no longer names the owner). The patch carries the resourceVersion read,
+    /// so a concurrent change is read again rather than overwritten.
+    async fn release_dependent(
+        &self,
+        dependent: &ObjectRef,
+        owner_uid: &str,
+    ) -> anyhow::Result<()> {
+        for _ in 0..CONFLICT_RETRIES {
+            let Some(meta) = self.ops.get(dependent).await? else {
+                return Ok(());
             };
             let owners = meta.owner_references.clone().unwrap_or_default();
-            if !owners.iter().any(|o| o.uid == uid) {
-                continue;
+            if !owners.iter().any(|o| o.uid == owner_uid) {
+                return Ok(());
             }
             let remaining: Vec<OwnerReference> =
-                owners.into_iter().filter(|o| o.uid != uid).collect();
-            self.ops
+                owners.into_iter().filter(|o| o.uid != owner_uid).collect();
+            match self
+                .ops
                 .set_owner_references(
-                    &dependent.identity,
+                    dependent,
                     &remaining,
                     meta.resource_version.as_deref().unwrap_or_default(),
                 )
-                .await?;
+                .await
+            {
+                // What the API server stored is what counts: the finalizer may go only
+                // once the reference is gone there.
+                Ok(Some(written))
+                    if written
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == owner_uid) =>
+                {
+                    anyhow::bail!("{dependent} still names its owner after the patch")
+                }
+                Ok(_) => return Ok(()),
+                Err(OpError::Api(kube::Error::Api(status))) if status.code == 409 => {
+                    debug!(object = %dependent, "changed since read; reading it again");
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
-        info!(object = %node.identity, dependents = node.dependents.len(), "orphaned its dependents; removing the orphan finalizer");
-        self.ops
-            .remove_finalizer(&node.identity, ORPHAN_FINALIZER)
-            .await?;
-        Ok(())
+        anyhow::bail!("{dependent} kept changing while its owner reference was being removed")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use http_body_util::BodyExt;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use rkcm_proto::v1::ResourceInfo;
+    use serde_json::{json, Value};
+
+    use super::graph_builder::test_support::*;
+    use super::*;
+
+    /// An object stored (`Some`) or deleted (`None`) at a path.
+    type ConcurrentWrite = (String, Option<Value>);
+
+    /// An API server in memory: objects by path, merge patches with the
+    /// resourceVersion precondition, answers to fail on purpose, and a log of writes.
+    #[derive(Default)]
+    struct FakeApi {
+        objects: Mutex<HashMap<String, Value>>,
+        writes: Mutex<Vec<String>>,
+        /// The next write to a path answers this code instead.
+        failures: Mutex<HashMap<String, u16>>,
+        /// Writes made by somebody else just before the next read of a path.
+        before_read: Mutex<HashMap<String, Vec<ConcurrentWrite>>>,
+    }
+
+    fn status(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("{reason} (fake)"), "reason": reason, "code": code})
+    }
+
+    /// JSON merge patch (RFC 7386).
+    fn merge(target: &mut Value, patch: &Value) {
+        match (target.as_object_mut(), patch.as_object()) {
+            (Some(target), Some(patch)) => {
+                for (key, value) in patch {
+                    if value.is_null() {
+                        target.remove(key);
+                    } else {
+                        merge(target.entry(key.clone()).or_insert(Value::Null), value);
+                    }
+                }
+            }
+            _ => *target = patch.clone(),
+        }
+    }
+
+    impl FakeApi {
+        fn put(&self, path: &str, object: Value) {
+            self.objects
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(path.to_string(), object);
+        }
+
+        fn object(&self, path: &str) -> Option<Value> {
+            self.objects
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(path)
+                .cloned()
+        }
+
+        fn writes(&self) -> Vec<String> {
+            self.writes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        }
+
+        fn before_read(&self, path: &str, changes: Vec<ConcurrentWrite>) {
+            self.before_read
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(path.to_string(), changes);
+        }
+
+        fn fail_next(&self, path: &str, code: u16) {
+            self.failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(path.to_string(), code);
+        }
+
+        fn answer(&self, method: &http::Method, path: &str, body: &[u8]) -> (u16, Value) {
+            if path.ends_with("/events") {
+                return (201, serde_json::from_slice(body).unwrap_or(Value::Null));
+            }
+            if *method == http::Method::GET {
+                let concurrent = self
+                    .before_read
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(path)
+                    .unwrap_or_default();
+                for (changed, object) in concurrent {
+                    let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+                    match object {
+                        Some(object) => objects.insert(changed, object),
+                        None => objects.remove(&changed),
+                    };
+                }
+                return match self.object(path) {
+                    Some(object) => (200, object),
+                    None => (404, status(404, "NotFound")),
+                };
+            }
+            self.writes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!("{method} {path}"));
+            if let Some(code) = self
+                .failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(path)
+            {
+                let reason = if code == 409 {
+                    "Conflict"
+                } else {
+                    "InternalError"
+                };
+                return (code, status(code, reason));
+            }
+            let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(object) = objects.get_mut(path) else {
+                return (404, status(404, "NotFound"));
+            };
+            match *method {
+                http::Method::PATCH => {
+                    let patch: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                    let current = object["metadata"]["resourceVersion"].clone();
+                    let wanted = &patch["metadata"]["resourceVersion"];
+                    if !wanted.is_null() && *wanted != current {
+                        return (409, status(409, "Conflict"));
+                    }
+                    merge(object, &patch);
+                    let next = current
+                        .as_str()
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                        + 1;
+                    object["metadata"]["resourceVersion"] = json!(next.to_string());
+                    (200, object.clone())
+                }
+                http::Method::DELETE => {
+                    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                    let wanted = &options["preconditions"];
+                    let held = &object["metadata"];
+                    let differs =
+                        |field: &str| !wanted[field].is_null() && wanted[field] != held[field];
+                    if differs("uid") || differs("resourceVersion") {
+                        return (409, status(409, "Conflict"));
+                    }
+                    let object = object.clone();
+                    objects.remove(path);
+                    (200, object)
+                }
+                _ => (405, status(405, "MethodNotAllowed")),
+            }
+        }
+    }
+
+    fn client(api: Arc<FakeApi>) -> kube::Client {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let api = api.clone();
+            async move {
+                let method = request.method().clone();
+                let path = request.uri().path().to_string();
+                let body = request.into_body().collect().await?.to_bytes();
+                let (code, value) = api.answer(&method, &path, &body);
+                http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::new(bytes::Bytes::from(
+                        value.to_string(),
+                    )))
+                    .map_err(kube::Error::HttpError)
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/ns/deployments/d";
+    const REPLICA_SET: &str = "/apis/apps/v1/namespaces/ns/replicasets/rs";
+    const POD: &str = "/api/v1/namespaces/ns/pods/p";
+
+    fn owner_ref(kind: &str, api_version: &str, name: &str) -> Value {
+        json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": name,
+            "controller": true, "blockOwnerDeletion": true})
+    }
+
+    /// Deployment d deleted with propagationPolicy=Orphan, its ReplicaSet rs and rs's
+    /// Pod p, as the API server holds them.
+    fn cluster() -> Arc<FakeApi> {
+        let api = Arc::new(FakeApi::default());
+        api.put(
+            DEPLOYMENT,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "ns", "uid": "d", "resourceVersion": "10",
+                "deletionTimestamp": "2024-01-01T00:00:00Z", "finalizers": ["orphan"]}}),
+        );
+        api.put(
+            REPLICA_SET,
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "rs", "namespace": "ns", "uid": "rs", "resourceVersion": "11",
+                "ownerReferences": [owner_ref("Deployment", "apps/v1", "d")]}}),
+        );
+        api.put(
+            POD,
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "p", "resourceVersion": "12",
+                "ownerReferences": [owner_ref("ReplicaSet", "apps/v1", "rs")]}}),
+        );
+        api
+    }
+
+    struct Setup {
+        h: Harness,
+        collector: Collector,
+        api: Arc<FakeApi>,
+        deployments: ResourceInfo,
+        sets: ResourceInfo,
+        pods: ResourceInfo,
+    }
+
+    fn setup() -> Setup {
+        let h = Harness::new();
+        let api = cluster();
+        let client = client(api.clone());
+        let deployments = resource("apps", "deployments", "Deployment");
+        let sets = resource("apps", "replicasets", "ReplicaSet");
+        let pods = resource("", "pods", "Pod");
+        let collector = Collector {
+            builder: h.builder.clone(),
+            ops: Operations {
+                client: client.clone(),
+                kinds: Kinds::default(),
+            },
+            recorder: Recorder::new(client, NAME),
+            attempt_to_delete: h.delete.clone(),
+        };
+        collector
+            .ops
+            .kinds
+            .replace(&[deployments.clone(), sets.clone(), pods.clone()]);
+        Setup {
+            h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        }
+    }
+
+    fn stored_meta(api: &FakeApi, path: &str) -> ObjectMeta {
+        meta(api.object(path).expect("stored")["metadata"].clone())
+    }
+
+    /// The next key of a queue, as a worker takes it.
+    async fn take(queue: &crate::queue::WorkQueue<String>) -> String {
+        let key = tokio::time::timeout(std::time::Duration::from_secs(5), queue.get())
+            .await
+            .expect("a key is queued")
+            .expect("the queue runs");
+        queue.done(&key);
+        key
+    }
+
+    /// The failure of issue 31: a restarted collector saw the Deployment (deleted with
+    /// orphan) before its ReplicaSet was in the graph, and removed the finalizer with
+    /// `dependents=0`; the ReplicaSet, still owned, was then collected.
+    #[tokio::test]
+    async fn an_orphaning_owner_seen_before_its_dependents_keeps_its_finalizer_until_they_are_released(
+    ) {
+        let Setup {
+            mut h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        } = setup();
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let p_monitor = h.monitor(&pods);
+        let d = stored_meta(&api, DEPLOYMENT);
+        let rs = stored_meta(&api, REPLICA_SET);
+        let p = stored_meta(&api, POD);
+
+        // Deployments list first; the other monitors are still listing.
+        h.list(&d_monitor, &deployments, &[&d]);
+        let rs_list = rs_monitor.begin_list();
+        assert_eq!(take(&h.orphan).await, "d");
+        collector.attempt_to_orphan("d").await.expect("held");
+        let rs_identity = graph_builder::test_support::identity(&sets, &rs);
+        collector
+            .attempt_to_delete("rs")
+            .await
+            .expect("not known yet");
+        assert!(
+            api.writes().is_empty(),
+            "nothing is written before the graph is loaded: {:?}",
+            api.writes()
+        );
+        assert_eq!(
+            stored_meta(&api, DEPLOYMENT).finalizers,
+            Some(vec!["orphan".to_string()])
+        );
+
+        // The ReplicaSet is in, and its owner is queued again for it, but its list has
+        // not ended: still nothing.
+        h.upsert(&sets, &rs);
+        assert_eq!(take(&h.orphan).await, "d");
+        collector.attempt_to_orphan("d").await.expect("held");
+        collector.attempt_to_delete("rs").await.expect("held");
+        assert!(collector.builder.hold_delete("rs", &rs_identity, false));
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        h.end_list(rs_list, &sets, &[&rs]);
+        assert_eq!(h.orphan.len(), 0, "pods are still listing");
+        h.list(&p_monitor, &pods, &[&p]);
+
+        // Every monitor has synced: the held owner is back, and now it orphans.
+        assert_eq!(take(&h.orphan).await, "d");
+        collector.attempt_to_orphan("d").await.expect("orphans");
+        assert_eq!(
+            api.writes(),
+            [
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {DEPLOYMENT}")
+            ],
+            "the ReplicaSet is released before the finalizer goes"
+        );
+        assert_eq!(stored_meta(&api, REPLICA_SET).owner_references, None);
+        assert_eq!(stored_meta(&api, DEPLOYMENT).finalizers, None);
+        assert_eq!(
+            stored_meta(&api, POD).owner_references.map(|o| o.len()),
+            Some(1),
+            "the pod keeps its ReplicaSet"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_relist_of_the_dependents_holds_orphaning_until_it_ends() {
+        let Setup {
+            mut h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        } = setup();
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let p_monitor = h.monitor(&pods);
+        let rs = stored_meta(&api, REPLICA_SET);
+        let p = stored_meta(&api, POD);
+        let mut d = stored_meta(&api, DEPLOYMENT);
+        d.deletion_timestamp = None;
+        d.finalizers = None;
+        h.list(&d_monitor, &deployments, &[&d]);
+        h.list(&rs_monitor, &sets, &[]);
+        h.list(&p_monitor, &pods, &[&p]);
+        assert!(h.builder.is_synced());
+
+        // The ReplicaSet was made while the stream was down; the stream comes back
+        // with a RESET, and the Deployment's deletion arrives mid-relist.
+        let relist = rs_monitor.begin_list();
+        h.upsert(&deployments, &stored_meta(&api, DEPLOYMENT));
+        assert_eq!(take(&h.orphan).await, "d");
+        collector.attempt_to_orphan("d").await.expect("held");
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        h.upsert(&sets, &rs);
+        h.end_list(relist, &sets, &[&rs]);
+        assert_eq!(take(&h.orphan).await, "d");
+        collector.attempt_to_orphan("d").await.expect("orphans");
+        assert_eq!(
+            api.writes(),
+            [
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {DEPLOYMENT}")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_release_keeps_the_finalizer_and_a_conflict_is_read_again() {
+        let Setup {
+            mut h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        } = setup();
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let p_monitor = h.monitor(&pods);
+        h.list(&d_monitor, &deployments, &[&stored_meta(&api, DEPLOYMENT)]);
+        h.list(&rs_monitor, &sets, &[&stored_meta(&api, REPLICA_SET)]);
+        h.list(&p_monitor, &pods, &[&stored_meta(&api, POD)]);
+
+        api.fail_next(REPLICA_SET, 500);
+        assert!(collector.attempt_to_orphan("d").await.is_err());
+        assert_eq!(api.writes(), [format!("PATCH {REPLICA_SET}")]);
+        assert_eq!(
+            stored_meta(&api, DEPLOYMENT).finalizers,
+            Some(vec!["orphan".to_string()])
+        );
+
+        api.fail_next(REPLICA_SET, 409);
+        collector.attempt_to_orphan("d").await.expect("orphans");
+        assert_eq!(
+            api.writes(),
+            [
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {DEPLOYMENT}")
+            ]
+        );
+        assert_eq!(stored_meta(&api, REPLICA_SET).owner_references, None);
+        assert_eq!(stored_meta(&api, DEPLOYMENT).finalizers, None);
+    }
+
+    /// The collector read the ReplicaSet naming its Deployment, then found the Deployment
+    /// gone: meanwhile the Deployment's orphaning had released the ReplicaSet. The delete
+    /// decided on the old read must not go through.
+    #[tokio::test]
+    async fn a_delete_decided_on_a_stale_read_does_not_go_through() {
+        let Setup {
+            mut h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        } = setup();
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let p_monitor = h.monitor(&pods);
+        h.list(&d_monitor, &deployments, &[&stored_meta(&api, DEPLOYMENT)]);
+        h.list(&rs_monitor, &sets, &[&stored_meta(&api, REPLICA_SET)]);
+        h.list(&p_monitor, &pods, &[&stored_meta(&api, POD)]);
+
+        let mut released = api.object(REPLICA_SET).expect("stored");
+        released["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("ownerReferences");
+        released["metadata"]["resourceVersion"] = json!("20");
+        api.before_read(
+            DEPLOYMENT,
+            vec![
+                (REPLICA_SET.to_string(), Some(released)),
+                (DEPLOYMENT.to_string(), None),
+            ],
+        );
+        let error = collector
+            .attempt_to_delete("rs")
+            .await
+            .expect_err("the owners changed since the read");
+        assert!(
+            error.to_string().contains("changed its ownerReferences"),
+            "{error:#}"
+        );
+        assert!(api.object(REPLICA_SET).is_some(), "the ReplicaSet is kept");
+        collector
+            .attempt_to_delete("rs")
+            .await
+            .expect("decided again");
+        assert!(api.object(REPLICA_SET).is_some());
+        assert_eq!(api.writes(), [format!("DELETE {REPLICA_SET}")]);
     }
 }

@@ -67,6 +67,8 @@ pub enum OpError {
     UnknownKind(String),
     #[error("API request")]
     Api(#[from] kube::Error),
+    #[error("{0} changed its ownerReferences since it was read; deciding again")]
+    OwnersChanged(String),
 }
 
 pub struct Operations {
@@ -102,36 +104,57 @@ impl Operations {
         }))
     }
 
+    /// Deletes the object if it is still the one the decision was made on: same UID,
+    /// and, with `read`, the resourceVersion it was read at. A write since then that left
+    /// its ownerReferences as they were does not matter (the delete is made again on the
+    /// UID alone); one that changed them does ([`OpError::OwnersChanged`]: decide again).
     pub async fn delete(
         &self,
         object: &ObjectRef,
         policy: PropagationPolicy,
+        read: Option<(&str, &[OwnerReference])>,
     ) -> Result<(), OpError> {
         let (api, _) = self.api(object)?;
-        let params = DeleteParams {
+        let params = |resource_version: Option<&str>| DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(object.uid.clone()),
-                resource_version: None,
+                resource_version: resource_version.map(str::to_string),
             }),
-            propagation_policy: Some(policy),
+            propagation_policy: Some(policy.clone()),
             ..Default::default()
         };
-        match api.delete(&object.name, &params).await {
+        let at = read.map(|(version, _)| version).filter(|v| !v.is_empty());
+        match api.delete(&object.name, &params(at)).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+        let Some((_, owners)) = read.filter(|_| at.is_some()) else {
+            // Only the UID was a precondition: another incarnation has the name.
+            return Ok(());
+        };
+        let Some(live) = self.get(object).await? else {
+            return Ok(());
+        };
+        if live.owner_references.as_deref().unwrap_or_default() != owners {
+            return Err(OpError::OwnersChanged(object.to_string()));
+        }
+        match api.delete(&object.name, &params(None)).await {
             Ok(_) => Ok(()),
-            // Already gone, or replaced by another incarnation (precondition failed).
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             Err(error) => Err(error.into()),
         }
     }
 
     /// Sets the object's ownerReferences to `references`, if it is still at
-    /// `resource_version`.
+    /// `resource_version`; returns the object as written (`None` when it is gone).
     pub async fn set_owner_references(
         &self,
         object: &ObjectRef,
         references: &[OwnerReference],
         resource_version: &str,
-    ) -> Result<(), OpError> {
+    ) -> Result<Option<ObjectMeta>, OpError> {
         self.patch_list(
             object,
             "ownerReferences",
@@ -158,17 +181,18 @@ impl Operations {
         let version = meta.resource_version.unwrap_or_default();
         self.patch_list(object, "finalizers", json!(remaining), &version)
             .await
+            .map(|_| ())
     }
 
     /// A JSON merge patch of one metadata list (null when empty), with the
-    /// resourceVersion and UID as preconditions; a vanished object is no error.
+    /// resourceVersion and UID as preconditions; a vanished object is no error (`None`).
     async fn patch_list(
         &self,
         object: &ObjectRef,
         field: &str,
         list: serde_json::Value,
         resource_version: &str,
-    ) -> Result<(), OpError> {
+    ) -> Result<Option<ObjectMeta>, OpError> {
         let (api, _) = self.api(object)?;
         let empty = list.as_array().is_none_or(|items| items.is_empty());
         let patch = json!({"metadata": {
@@ -180,8 +204,8 @@ impl Operations {
             .patch_metadata(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Ok(written) => Ok(Some(written.metadata)),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(error) => Err(error.into()),
         }
     }
