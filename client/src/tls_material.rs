@@ -10,7 +10,7 @@ use x509_parser::prelude::{FromDer, X509Certificate, X509Version};
 
 /// Why the client certificate of `config` cannot be used, with the remedy; `None` when it
 /// can (or there is none).
-pub fn client_certificate_problem(auth: &kube::config::AuthInfo) -> Option<String> {
+pub(crate) fn client_certificate_problem(auth: &kube::config::AuthInfo) -> Option<String> {
     let pem = match (&auth.client_certificate_data, &auth.client_certificate) {
         (Some(data), _) => base64::engine::general_purpose::STANDARD
             .decode(data.trim())

@@ -34,7 +34,7 @@ const RESERVED_NAMES: [&str; 2] = ["ca", "server"];
 
 /// Flags of `rkcm certs`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct CertsArgs {
+pub(crate) struct CertsArgs {
     /// Directory to write ca.crt, ca.key, server.crt, server.key and NAME.crt/NAME.key
     /// for each client into (created if missing).
     #[arg(long, value_name = "DIR")]
@@ -84,7 +84,7 @@ const CERT_MODE: u32 = 0o644;
 ///
 /// Nothing is written unless every certificate was made and (without `--force`) none of
 /// the files exists.
-pub fn run(args: &CertsArgs) -> Result<Vec<PathBuf>> {
+pub(crate) fn run(args: &CertsArgs) -> Result<Vec<PathBuf>> {
     if args.days == 0 || args.days > MAX_DAYS {
         bail!("--days must be between 1 and {MAX_DAYS}, not {}", args.days);
     }
@@ -196,7 +196,7 @@ pub fn run(args: &CertsArgs) -> Result<Vec<PathBuf>> {
 /// A self-signed serving certificate for `names` (DNS names or IP addresses; `localhost`
 /// and `127.0.0.1` when empty), valid for a year. Returns (certificate PEM, key PEM).
 /// This is what kube-controller-manager makes in memory when no `--tls-cert-file` is given.
-pub fn self_signed_serving(names: &[String]) -> Result<(String, String)> {
+pub(crate) fn self_signed_serving(names: &[String]) -> Result<(String, String)> {
     let names = if names.is_empty() {
         vec!["localhost".to_string(), "127.0.0.1".to_string()]
     } else {

@@ -19,7 +19,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tracing::info;
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct DevArgs {
+pub(crate) struct DevArgs {
     /// Where to write the development cluster's admin kubeconfig.
     #[arg(long, default_value = "./rkcm-dev.kubeconfig")]
     pub kubeconfig_out: PathBuf,
@@ -40,7 +40,7 @@ pub struct DevArgs {
     pub no_demo: bool,
 }
 
-pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let sim = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
         ..Default::default()
@@ -116,6 +116,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     info!("stopping");
     if let Some(pid) = launcher.id() {
         // SAFETY: kill(2) on our own child.
+        #[allow(unsafe_code)]
         unsafe {
             libc::kill(pid as i32, libc::SIGTERM);
         }

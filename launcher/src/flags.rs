@@ -17,7 +17,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct LauncherArgs {
+pub(crate) struct LauncherArgs {
     /// Path to a kubeconfig file with authorization and master location information.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -172,7 +172,7 @@ pub struct LauncherArgs {
 
 impl LauncherArgs {
     /// The KCM flags given that this version accepts but does not act on.
-    pub fn not_acted_on(&self) -> Vec<&'static str> {
+    pub(crate) fn not_acted_on(&self) -> Vec<&'static str> {
         let mut given = Vec::new();
         macro_rules! check {
             ($($field:ident => $flag:literal),* $(,)?) => {
@@ -205,7 +205,7 @@ impl LauncherArgs {
 
     /// The controller flags given on the command line (`--concurrent-gc-syncs=50`, ...),
     /// as the workers take them: their defaults are the same, so only these are passed on.
-    pub fn given_controller_flags(matches: &clap::ArgMatches) -> Vec<String> {
+    pub(crate) fn given_controller_flags(matches: &clap::ArgMatches) -> Vec<String> {
         use clap::Args as _;
         ControllerOptions::augment_args(clap::Command::new("options"))
             .get_arguments()
@@ -226,7 +226,7 @@ impl LauncherArgs {
 
     /// `RKCM_LOG` for this `-v`: info below 4, debug from 4, trace from 6 (klog's
     /// verbosity levels, roughly).
-    pub fn log_filter(&self) -> &'static str {
+    pub(crate) fn log_filter(&self) -> &'static str {
         match self.verbosity {
             0..=3 => "info",
             4 | 5 => "debug",

@@ -21,7 +21,7 @@ use rkcm_controller_workers::registry;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Group {
+pub(crate) struct Group {
     pub name: String,
     /// The `--controllers` list as written (KCM syntax).
     pub controllers: Vec<String>,
@@ -51,7 +51,7 @@ fn one() -> u32 {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("{file}:{line}: {reason}")]
-pub struct GroupsError {
+pub(crate) struct GroupsError {
     pub file: String,
     pub line: usize,
     pub reason: String,
@@ -69,7 +69,11 @@ fn line_of(text: &str, needle: &str, from: usize) -> usize {
 
 /// Parses and checks a groups file; `global` is the launcher's `--controllers`, which
 /// every group's list is intersected with.
-pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Group>, GroupsError> {
+pub(crate) fn parse(
+    file: &str,
+    text: &str,
+    global: &[&'static str],
+) -> Result<Vec<Group>, GroupsError> {
     let error = |line: usize, reason: String| GroupsError {
         file: file.to_string(),
         line,
@@ -177,7 +181,7 @@ pub fn parse(file: &str, text: &str, global: &[&'static str]) -> Result<Vec<Grou
 
 /// The groups without a file: `default` (all but garbage-collector) and
 /// `garbage-collector`, of what `global` selects.
-pub fn defaults(global: &[&'static str]) -> Vec<Group> {
+pub(crate) fn defaults(global: &[&'static str]) -> Vec<Group> {
     let gc = "garbage-collector-controller";
     let mut groups = vec![Group {
         name: "default".into(),

@@ -25,14 +25,14 @@ use crate::leader::{self, ElectionConfig, Elector};
 use crate::serve;
 use crate::supervisor::{ChildSpec, Supervised};
 
-pub const USER_AGENT: &str = concat!("rkcm-launcher/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("rkcm-launcher/", env!("CARGO_PKG_VERSION"));
 /// KCM's leader healthz adaptor allows this much beyond the lease duration.
 const LEADER_HEALTH_TIMEOUT: Duration = Duration::from_secs(20);
 
 type Labels = Vec<(String, String)>;
 
 /// What the secure port reports.
-pub struct State {
+pub(crate) struct State {
     pub leader_elect: bool,
     pub leading: AtomicBool,
     /// When the leader last renewed the Lease.
@@ -68,7 +68,7 @@ async fn get(address: &str, path: &str) -> Option<(u16, String)> {
 }
 
 impl State {
-    pub fn health_checks(&self) -> Vec<(String, Result<(), String>)> {
+    pub(crate) fn health_checks(&self) -> Vec<(String, Result<(), String>)> {
         let mut checks = vec![("ping".to_string(), Ok(()))];
         if self.leader_elect {
             let result = match *self.last_renew.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -88,7 +88,7 @@ impl State {
         checks
     }
 
-    pub async fn ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+    pub(crate) async fn ready_checks(&self) -> Vec<(String, Result<(), String>)> {
         let mut children = vec![self.informer.clone()];
         if self.leading.load(Ordering::Relaxed) {
             children.extend(self.workers.lock().await.iter().cloned());
@@ -119,7 +119,7 @@ impl State {
         checks
     }
 
-    pub async fn metrics_text(&self) -> String {
+    pub(crate) async fn metrics_text(&self) -> String {
         let mut own = String::new();
         {
             let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
@@ -195,7 +195,7 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
 
 /// Runs the launcher; `controller_flags` are the controller flags given to it, passed on
 /// to every worker.
-pub async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> anyhow::Result<()> {
+pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> anyhow::Result<()> {
     let election = ElectionConfig {
         namespace: args.leader_elect_resource_namespace.clone(),
         name: args.leader_elect_resource_name.clone(),

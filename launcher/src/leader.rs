@@ -25,7 +25,7 @@ use rand::Rng;
 use tracing::{debug, info, warn};
 
 #[derive(Clone, Debug)]
-pub struct ElectionConfig {
+pub(crate) struct ElectionConfig {
     pub namespace: String,
     pub name: String,
     pub identity: String,
@@ -36,7 +36,7 @@ pub struct ElectionConfig {
 
 impl ElectionConfig {
     /// client-go's checks on the timings.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.lease_duration <= self.renew_deadline {
             return Err(
                 "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
@@ -60,7 +60,7 @@ struct Observed {
     at: Instant,
 }
 
-pub struct Elector {
+pub(crate) struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
     observed: Option<Observed>,
@@ -69,7 +69,7 @@ pub struct Elector {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Attempt {
+pub(crate) enum Attempt {
     /// We hold the Lease (acquired or renewed).
     Held,
     /// Someone else holds it, or we lost a race.
@@ -82,7 +82,7 @@ fn jittered(period: Duration) -> Duration {
 }
 
 impl Elector {
-    pub fn new(client: kube::Client, config: ElectionConfig) -> Self {
+    pub(crate) fn new(client: kube::Client, config: ElectionConfig) -> Self {
         Elector {
             api: Api::namespaced(client, &config.namespace),
             config,
@@ -92,7 +92,7 @@ impl Elector {
     }
 
     /// One try to acquire or renew (client-go's tryAcquireOrRenew).
-    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+    pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
         let now = Timestamp::now();
         let duration_seconds = self.config.lease_duration.as_secs().max(1) as i32;
         let existing = self.api.get_opt(&self.config.name).await?;
@@ -185,7 +185,7 @@ impl Elector {
     }
 
     /// Tries until the Lease is ours.
-    pub async fn acquire(&mut self) {
+    pub(crate) async fn acquire(&mut self) {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(Attempt::Held) => {
@@ -206,7 +206,7 @@ impl Elector {
 
     /// Renews every retry period; returns when the Lease could not be renewed within the
     /// renew deadline (leadership lost).
-    pub async fn hold(&mut self) {
+    pub(crate) async fn hold(&mut self) {
         let mut last_renew = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
@@ -232,7 +232,7 @@ impl Elector {
     }
 
     /// Gives the Lease up (SIGTERM), so the next candidate need not wait for it to expire.
-    pub async fn release(&mut self) {
+    pub(crate) async fn release(&mut self) {
         let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
             return;
         };
@@ -261,7 +261,7 @@ impl Elector {
 }
 
 /// KCM's identity: `HOSTNAME_UUID`.
-pub fn identity() -> String {
+pub(crate) fn identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

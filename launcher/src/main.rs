@@ -38,7 +38,7 @@ enum Command {
     InformerServer(rkcm_informer_server::Args),
     /// Runs a group of KCM's controllers, fed by the informer-server's stream and
     /// writing to the API server.
-    Worker(rkcm_controller_workers::worker::Args),
+    Worker(Box<rkcm_controller_workers::worker::Args>),
     /// Writes a CA and certificates for the informer-server (server) and workers
     /// (clients): mutual TLS for the distributed mode.
     Certs(certs::CertsArgs),
@@ -86,7 +86,7 @@ fn main() -> ExitCode {
                 launcher::run(*args, given).await
             }
             Command::InformerServer(args) => rkcm_informer_server::run(args).await,
-            Command::Worker(args) => rkcm_controller_workers::worker::run(args).await,
+            Command::Worker(args) => rkcm_controller_workers::worker::run(*args).await,
             #[cfg(feature = "dev")]
             Command::Dev(args) => dev::run(args).await,
             Command::Certs(args) => certs::run(&args).map(|written| {

@@ -39,13 +39,13 @@ use tracing::{debug, info, warn};
 
 use crate::launcher::State;
 
-pub struct Auth {
+pub(crate) struct Auth {
     pub authentication: Option<kube::Client>,
     pub authorization: Option<kube::Client>,
     pub always_allow: Vec<String>,
 }
 
-pub fn tls_config(
+pub(crate) fn tls_config(
     cert: Option<&std::path::Path>,
     key: Option<&std::path::Path>,
 ) -> anyhow::Result<rustls::ServerConfig> {
@@ -84,7 +84,7 @@ pub fn tls_config(
     Ok(config)
 }
 
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: rustls::ServerConfig,
     state: Arc<State>,
@@ -282,7 +282,7 @@ fn checks_response(
 
 /// Merges Prometheus text from several sources: one HELP/TYPE per family, each source's
 /// samples labelled with `label="source"` (none for the launcher's own).
-pub fn merge_metrics(sources: &[(Option<String>, String)], label: &str) -> String {
+pub(crate) fn merge_metrics(sources: &[(Option<String>, String)], label: &str) -> String {
     let mut families: Vec<String> = Vec::new();
     let mut meta: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut samples: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -372,7 +372,7 @@ fn add_label(sample: &str, label: &str, value: &str) -> String {
     }
 }
 
-pub fn bind_addr(ip: std::net::IpAddr, port: u16) -> SocketAddr {
+pub(crate) fn bind_addr(ip: std::net::IpAddr, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 

@@ -21,12 +21,12 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-pub const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
-pub const HEALTHY_RESET: Duration = Duration::from_secs(600);
+pub(crate) const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);
+pub(crate) const HEALTHY_RESET: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Debug)]
-pub struct ChildSpec {
+pub(crate) struct ChildSpec {
     /// `informer-server`, `worker-default`, `worker-default-1` (shards).
     pub name: String,
     pub args: Vec<String>,
@@ -36,7 +36,7 @@ pub struct ChildSpec {
 }
 
 /// A supervised child: its restarts and whether it is running now.
-pub struct Supervised {
+pub(crate) struct Supervised {
     pub spec: ChildSpec,
     pub restarts: AtomicU64,
     pub running: AtomicBool,
@@ -46,7 +46,7 @@ pub struct Supervised {
 }
 
 /// The next wait: doubled, capped; back to the start after a long healthy run.
-pub fn next_backoff(current: Duration, ran_for: Duration) -> Duration {
+pub(crate) fn next_backoff(current: Duration, ran_for: Duration) -> Duration {
     if ran_for >= HEALTHY_RESET {
         return BACKOFF_INITIAL;
     }
@@ -99,9 +99,10 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<Child> {
 
 /// The child gets SIGKILL when the launcher dies, and its own process group, so a
 /// terminal's Ctrl-C reaches only the launcher, which stops its children in order.
-pub fn die_with_parent_in_own_group(command: &mut Command) {
+pub(crate) fn die_with_parent_in_own_group(command: &mut Command) {
     // SAFETY: prctl and setpgid are async-signal-safe; nothing else runs between fork
     // and exec.
+    #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -118,6 +119,7 @@ pub fn die_with_parent_in_own_group(command: &mut Command) {
 fn signal(child: &Child, signal: i32) {
     if let Some(pid) = child.id() {
         // SAFETY: kill(2) on our own child's pid.
+        #[allow(unsafe_code)]
         unsafe {
             libc::kill(pid as i32, signal);
         }
@@ -126,7 +128,7 @@ fn signal(child: &Child, signal: i32) {
 
 impl Supervised {
     /// Starts supervising `spec`.
-    pub fn start(spec: ChildSpec) -> Arc<Supervised> {
+    pub(crate) fn start(spec: ChildSpec) -> Arc<Supervised> {
         let (stop, mut stopped) = watch::channel(None::<Duration>);
         let supervised = Arc::new(Supervised {
             spec,
@@ -203,14 +205,14 @@ impl Supervised {
 
     /// SIGTERM, wait up to `grace`, SIGKILL; returns when the child is gone. A zero
     /// grace stops it at once (a lost lease).
-    pub async fn stop(&self, grace: Duration) {
+    pub(crate) async fn stop(&self, grace: Duration) {
         let _ = self.stop.send(Some(grace));
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
     }
 
-    pub fn pid_running(&self) -> bool {
+    pub(crate) fn pid_running(&self) -> bool {
         self.running.load(Ordering::Relaxed)
     }
 }

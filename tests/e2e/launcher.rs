@@ -167,6 +167,7 @@ async fn a_killed_worker_is_restarted_and_the_cluster_converges() {
     let before = launcher.children("worker --group default");
     assert_eq!(before.len(), 1, "{}", launcher.log());
     // SAFETY: kill(2) on a test-owned process.
+    #[allow(unsafe_code)]
     unsafe {
         libc::kill(before[0] as i32, libc::SIGKILL);
     }
@@ -379,6 +380,7 @@ async fn rkcm_dev_brings_the_demo_deployment_to_available() {
     );
     // Ctrl-C stops everything.
     // SAFETY: kill(2) on our own child.
+    #[allow(unsafe_code)]
     unsafe {
         libc::kill(dev.id().unwrap() as i32, libc::SIGINT);
     }

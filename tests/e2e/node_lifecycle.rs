@@ -584,7 +584,7 @@ async fn when_every_node_is_down_no_node_keeps_a_no_execute_taint() {
     let nodes = s.nodes();
     let no_execute = |list: &[Node]| {
         list.iter()
-            .flat_map(|n| taints(n))
+            .flat_map(taints)
             .filter(|t| t.ends_with(":NoExecute"))
             .collect::<Vec<_>>()
     };

@@ -8,7 +8,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// A `/proc/PID/status` size field (`VmRSS:`, `VmHWM:`) in bytes; 0 if unreadable.
-pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+pub(crate) fn proc_status_bytes(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -24,7 +24,7 @@ pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
 
 /// Creates the namespace `name`, and its `default` ServiceAccount when pods will run in
 /// it without rkcm's serviceaccount controller.
-pub async fn namespace(
+pub(crate) async fn namespace(
     client: &kube::Client,
     name: &str,
     with_account: bool,
@@ -48,7 +48,7 @@ pub async fn namespace(
 
 /// An `rkcm informer-server` and an `rkcm worker` (release binaries, their own
 /// processes) against `kubeconfig`; both are killed when this is dropped.
-pub struct Rkcm {
+pub(crate) struct Rkcm {
     pub informer: tokio::process::Child,
     pub worker: tokio::process::Child,
     _dir: tempfile::TempDir,
@@ -57,7 +57,7 @@ pub struct Rkcm {
 impl Rkcm {
     /// Starts both and waits for the informer-server's socket; `qps`/`burst` are the
     /// worker's per-controller client limits.
-    pub async fn start(
+    pub(crate) async fn start(
         kubeconfig: &std::path::Path,
         controllers: &str,
         qps: &str,
@@ -110,7 +110,7 @@ impl Rkcm {
     }
 
     /// Peak RSS (VmHWM) of the informer-server and of the worker, in bytes.
-    pub fn peak_rss(&self) -> (u64, u64) {
+    pub(crate) fn peak_rss(&self) -> (u64, u64) {
         (
             proc_status_bytes(self.informer.id().unwrap_or(0), "VmHWM:"),
             proc_status_bytes(self.worker.id().unwrap_or(0), "VmHWM:"),
@@ -119,10 +119,10 @@ impl Rkcm {
 }
 
 /// Creations the benchmarks keep in flight at once.
-pub const IN_FLIGHT: usize = 16;
+pub(crate) const IN_FLIGHT: usize = 16;
 
 /// Runs `count` creations, [`IN_FLIGHT`] at a time; the first error fails it.
-pub async fn create_all<F, Fut>(count: usize, create: F) -> anyhow::Result<()>
+pub(crate) async fn create_all<F, Fut>(count: usize, create: F) -> anyhow::Result<()>
 where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
@@ -138,7 +138,7 @@ where
 
 /// kube-sim and node-sim in the bench process: the cluster the rkcm processes run
 /// against, its kubeconfig on disk, and an admin client.
-pub struct BenchCluster {
+pub(crate) struct BenchCluster {
     pub sim: kube_sim::KubeSim,
     pub kubeconfig: std::path::PathBuf,
     pub client: kube::Client,
@@ -149,7 +149,7 @@ pub struct BenchCluster {
 impl BenchCluster {
     /// Starts kube-sim and `nodes` simulated nodes (100 ms start delay, no pod events:
     /// the controllers' cost alone) and waits for the nodes to register.
-    pub async fn start(nodes: usize) -> anyhow::Result<BenchCluster> {
+    pub(crate) async fn start(nodes: usize) -> anyhow::Result<BenchCluster> {
         use std::time::{Duration, Instant};
         let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
         let dir = tempfile::tempdir()?;
@@ -184,7 +184,7 @@ impl BenchCluster {
     }
 
     /// The names of the cluster's nodes.
-    pub async fn node_names(&self) -> anyhow::Result<Vec<String>> {
+    pub(crate) async fn node_names(&self) -> anyhow::Result<Vec<String>> {
         let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
         Ok(api
             .list_metadata(&Default::default())

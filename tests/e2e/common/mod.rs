@@ -15,17 +15,17 @@ use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 use tonic::Streaming;
 
-pub const RKCM: &str = env!("CARGO_BIN_EXE_rkcm");
+pub(crate) const RKCM: &str = env!("CARGO_BIN_EXE_rkcm");
 
 /// A running `rkcm informer-server`, killed when dropped.
-pub struct InformerServer {
+pub(crate) struct InformerServer {
     pub child: Child,
     pub socket: PathBuf,
     pub metrics: String,
     pub dir: tempfile::TempDir,
 }
 
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -33,7 +33,10 @@ pub fn free_port() -> u16 {
 }
 
 impl InformerServer {
-    pub async fn start(cluster: &TestCluster, extra: &[&str]) -> anyhow::Result<InformerServer> {
+    pub(crate) async fn start(
+        cluster: &TestCluster,
+        extra: &[&str],
+    ) -> anyhow::Result<InformerServer> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("run/informer.sock");
         let metrics = format!("127.0.0.1:{}", free_port());
@@ -81,19 +84,19 @@ impl InformerServer {
         Ok(server)
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("informer-server.log")).unwrap_or_default()
     }
 
-    pub fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         format!("unix://{}", self.socket.display())
     }
 
-    pub fn client(&self) -> InformerClient<Channel> {
+    pub(crate) fn client(&self) -> InformerClient<Channel> {
         rkcm_client::informer::connect(&self.address(), None).expect("a unix address")
     }
 
-    pub async fn metrics_text(&self) -> anyhow::Result<String> {
+    pub(crate) async fn metrics_text(&self) -> anyhow::Result<String> {
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build_http::<http_body_util::Empty<bytes::Bytes>>();
@@ -107,7 +110,7 @@ impl InformerServer {
     }
 }
 
-pub fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
+pub(crate) fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
     GroupVersionResource {
         group: group.into(),
         version: version.into(),
@@ -115,7 +118,7 @@ pub fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
     }
 }
 
-pub fn watch_request(
+pub(crate) fn watch_request(
     resource: GroupVersionResource,
     namespace: &str,
     subscriber: &str,
@@ -129,7 +132,7 @@ pub fn watch_request(
 }
 
 /// The next event of a stream, within a deadline.
-pub async fn next_event(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<WatchEvent> {
+pub(crate) async fn next_event(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<WatchEvent> {
     match tokio::time::timeout(Duration::from_secs(30), stream.message()).await {
         Ok(Ok(Some(event))) => Ok(event),
         Ok(Ok(None)) => bail!("the stream ended"),
@@ -139,7 +142,9 @@ pub async fn next_event(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<Wa
 }
 
 /// Events up to and including the next SYNCED (bookmarks left out).
-pub async fn until_synced(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<Vec<WatchEvent>> {
+pub(crate) async fn until_synced(
+    stream: &mut Streaming<WatchEvent>,
+) -> anyhow::Result<Vec<WatchEvent>> {
     let mut events = Vec::new();
     loop {
         let event = next_event(stream).await?;
@@ -155,7 +160,7 @@ pub async fn until_synced(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<
 }
 
 /// The next event that is not a BOOKMARK.
-pub async fn next_change(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<WatchEvent> {
+pub(crate) async fn next_change(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<WatchEvent> {
     loop {
         let event = next_event(stream).await?;
         if event.r#type() != EventType::Bookmark {
@@ -164,7 +169,7 @@ pub async fn next_change(stream: &mut Streaming<WatchEvent>) -> anyhow::Result<W
     }
 }
 
-pub fn summary(events: &[WatchEvent]) -> Vec<(EventType, String)> {
+pub(crate) fn summary(events: &[WatchEvent]) -> Vec<(EventType, String)> {
     events
         .iter()
         .map(|e| (e.r#type(), e.name.clone()))
@@ -172,7 +177,7 @@ pub fn summary(events: &[WatchEvent]) -> Vec<(EventType, String)> {
 }
 
 /// grpcurl, from `RKCM_GRPCURL` or PATH.
-pub fn grpcurl() -> anyhow::Result<PathBuf> {
+pub(crate) fn grpcurl() -> anyhow::Result<PathBuf> {
     if let Ok(path) = std::env::var("RKCM_GRPCURL") {
         return Ok(PathBuf::from(path));
     }
@@ -189,7 +194,7 @@ pub fn grpcurl() -> anyhow::Result<PathBuf> {
 }
 
 /// A running `rkcm worker`, killed when dropped.
-pub struct Worker {
+pub(crate) struct Worker {
     pub child: Child,
     pub health: String,
     args: Vec<String>,
@@ -198,7 +203,7 @@ pub struct Worker {
 
 impl Worker {
     /// Starts a worker on `informer` and waits until it is ready (its stores synced).
-    pub async fn start(
+    pub(crate) async fn start(
         cluster: &TestCluster,
         informer: &InformerServer,
         extra: &[&str],
@@ -261,25 +266,25 @@ impl Worker {
     }
 
     /// SIGKILL, as a crash or an OOM kill would end it.
-    pub async fn kill(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn kill(&mut self) -> anyhow::Result<()> {
         self.child.start_kill()?;
         self.child.wait().await?;
         Ok(())
     }
 
     /// Starts it again with the same flags (after [`Worker::kill`]).
-    pub async fn restart(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn restart(&mut self) -> anyhow::Result<()> {
         self.child = Self::spawn(&self.args, &self.dir)?;
         self.wait_ready().await
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
     }
 }
 
 /// A plain HTTP/1.0 GET: (status, body).
-pub async fn http_get(address: &str, path: &str) -> anyhow::Result<(u16, String)> {
+pub(crate) async fn http_get(address: &str, path: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(address).await?;
     stream
@@ -301,7 +306,7 @@ pub async fn http_get(address: &str, path: &str) -> anyhow::Result<(u16, String)
 
 /// On a real cluster, tests that start controllers run one at a time (two workers would
 /// fight over the same objects); on kube-sim each test has its own cluster.
-pub async fn serial_on_real_cluster(
+pub(crate) async fn serial_on_real_cluster(
     cluster: &TestCluster,
 ) -> Option<tokio::sync::MutexGuard<'static, ()>> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -313,7 +318,7 @@ pub async fn serial_on_real_cluster(
 }
 
 /// A running `rkcm launcher`, killed when dropped.
-pub struct Launcher {
+pub(crate) struct Launcher {
     pub child: Child,
     pub secure: String,
     pub runtime_dir: PathBuf,
@@ -323,7 +328,7 @@ pub struct Launcher {
 impl Launcher {
     /// Starts a launcher with short lease timings on `lease` (unique per test, so a
     /// real cluster's kube-controller-manager Lease is never touched).
-    pub async fn start(
+    pub(crate) async fn start(
         cluster: &TestCluster,
         lease: &str,
         extra: &[&str],
@@ -350,7 +355,7 @@ impl Launcher {
 
     /// Starts `rkcm launcher ARGS --runtime-dir TMP --secure-port FREE` and waits for its
     /// secure port.
-    pub async fn start_with(mut args: Vec<String>) -> anyhow::Result<Launcher> {
+    pub(crate) async fn start_with(mut args: Vec<String>) -> anyhow::Result<Launcher> {
         let dir = tempfile::tempdir()?;
         let runtime_dir = dir.path().join("run");
         let port = free_port();
@@ -392,12 +397,12 @@ impl Launcher {
         Ok(launcher)
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("launcher.log")).unwrap_or_default()
     }
 
     /// Its Lease identity, from its log.
-    pub fn identity(&self) -> Option<String> {
+    pub(crate) fn identity(&self) -> Option<String> {
         self.log()
             .lines()
             .find_map(|line| line.split("identity=").nth(1))
@@ -409,11 +414,11 @@ impl Launcher {
             })
     }
 
-    pub async fn metrics(&self) -> anyhow::Result<String> {
+    pub(crate) async fn metrics(&self) -> anyhow::Result<String> {
         curl(&format!("{}/metrics", self.secure)).await
     }
 
-    pub async fn leading(&self) -> bool {
+    pub(crate) async fn leading(&self) -> bool {
         self.metrics()
             .await
             .map(|m| {
@@ -424,7 +429,7 @@ impl Launcher {
     }
 
     /// Pids of this launcher's children whose command line contains `needle`.
-    pub fn children(&self, needle: &str) -> Vec<u32> {
+    pub(crate) fn children(&self, needle: &str) -> Vec<u32> {
         let dir = self.runtime_dir.display().to_string();
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
@@ -444,7 +449,7 @@ impl Launcher {
 }
 
 /// The real curl, `-k` (the launcher's certificate is self-signed, as KCM's).
-pub async fn curl(url: &str) -> anyhow::Result<String> {
+pub(crate) async fn curl(url: &str) -> anyhow::Result<String> {
     let out = Command::new("curl")
         .args(["-sS", "-k", "--max-time", "10", url])
         .output()
@@ -458,7 +463,7 @@ pub async fn curl(url: &str) -> anyhow::Result<String> {
 
 /// Simulated nodes for a kube-sim test cluster; `None` on a real cluster, whose own
 /// nodes run the pods.
-pub async fn simulated_nodes(
+pub(crate) async fn simulated_nodes(
     cluster: &TestCluster,
     nodes: usize,
 ) -> Option<kube_sim::nodesim::NodeSim> {
@@ -474,7 +479,7 @@ pub async fn simulated_nodes(
 }
 
 /// [`simulated_nodes`] with a node-sim configuration of the test's own.
-pub async fn simulated_nodes_with(
+pub(crate) async fn simulated_nodes_with(
     cluster: &TestCluster,
     config: kube_sim::nodesim::NodeSimConfig,
 ) -> Option<kube_sim::nodesim::NodeSim> {
@@ -487,12 +492,12 @@ pub async fn simulated_nodes_with(
 }
 
 /// How long the controller tests wait for a condition.
-pub const STACK_WAIT: Duration = Duration::from_secs(90);
+pub(crate) const STACK_WAIT: Duration = Duration::from_secs(90);
 
 /// What the controller tests stand on: the test cluster, its simulated nodes (kube-sim
 /// only; a real cluster's own nodes run the pods), the informer-server and one worker
 /// started with the test's arguments. On a real cluster the tests run one at a time.
-pub struct WorkerStack {
+pub(crate) struct WorkerStack {
     pub cluster: TestCluster,
     pub informer: InformerServer,
     pub worker: Worker,
@@ -501,7 +506,7 @@ pub struct WorkerStack {
 }
 
 impl WorkerStack {
-    pub async fn start(worker_args: &[&str]) -> WorkerStack {
+    pub(crate) async fn start(worker_args: &[&str]) -> WorkerStack {
         let cluster = TestCluster::start().await.unwrap();
         let serial = serial_on_real_cluster(&cluster).await;
         let informer = InformerServer::start(&cluster, &[]).await.unwrap();
@@ -519,18 +524,18 @@ impl WorkerStack {
     }
 
     /// Fails the test with the worker's log.
-    pub fn fail(&self, what: impl std::fmt::Display) -> ! {
+    pub(crate) fn fail(&self, what: impl std::fmt::Display) -> ! {
         panic!("{what}\nworker log:\n{}", self.worker.log())
     }
 
-    pub async fn kubectl(&self, args: &[&str]) -> String {
+    pub(crate) async fn kubectl(&self, args: &[&str]) -> String {
         match self.cluster.kubectl_ok(args).await {
             Ok(out) => out,
             Err(error) => self.fail(format!("{error:#}")),
         }
     }
 
-    pub async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
+    pub(crate) async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
         match self.cluster.kubectl_stdin(args, stdin).await {
             Ok(out) => out,
             Err(error) => self.fail(format!("{error:#}")),
@@ -538,7 +543,7 @@ impl WorkerStack {
     }
 
     /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
-    pub async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
+    pub(crate) async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
@@ -552,7 +557,7 @@ impl WorkerStack {
     /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
     /// (pods are refused before that; the worker needs the serviceaccount controller on
     /// kube-sim).
-    pub async fn namespace(&self, prefix: &str) -> String {
+    pub(crate) async fn namespace(&self, prefix: &str) -> String {
         use k8s_openapi::api::core::v1::ServiceAccount;
         let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
         self.kubectl(&["create", "namespace", &name]).await;

@@ -9,7 +9,7 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan, Zoned};
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Schedule {
+pub(super) struct Schedule {
     minutes: u64,
     hours: u64,
     days: u64,
@@ -70,7 +70,7 @@ const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 /// Splits a `TZ=Zone ` or `CRON_TZ=Zone ` prefix off a schedule (the cron library's
 /// extension upstream still honours, unsupported but parsed): the zone name, if any,
 /// and the schedule proper.
-pub fn split_time_zone(text: &str) -> Result<(Option<&str>, &str), String> {
+pub(super) fn split_time_zone(text: &str) -> Result<(Option<&str>, &str), String> {
     let text = text.trim();
     if !(text.starts_with("TZ=") || text.starts_with("CRON_TZ=")) {
         return Ok((None, text));
@@ -83,7 +83,7 @@ pub fn split_time_zone(text: &str) -> Result<(Option<&str>, &str), String> {
 }
 
 impl Schedule {
-    pub fn parse(text: &str) -> Result<Schedule, String> {
+    pub(super) fn parse(text: &str) -> Result<Schedule, String> {
         let text = text.trim();
         let expanded = match text {
             "@yearly" | "@annually" => "0 0 1 1 *",
@@ -134,7 +134,7 @@ impl Schedule {
 
     /// The first activation strictly after `after`, in `zone`; `None` if none within
     /// five years (an impossible date such as 30 February).
-    pub fn next(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+    pub(super) fn next(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
         let start = after.to_zoned(zone.clone()).datetime();
         // Next whole minute.
         let mut t = start

@@ -19,9 +19,9 @@ use crate::scheduling::{
 };
 
 /// The pod label naming the template generation a pod was made from (old DaemonSets).
-pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
+pub(super) const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
 /// The annotation the API server keeps the template generation in.
-pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+pub(super) const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
 
 fn template_spec(ds: &DaemonSet) -> PodSpec {
     ds.spec
@@ -32,7 +32,7 @@ fn template_spec(ds: &DaemonSet) -> PodSpec {
 
 /// Adds the tolerations every daemon pod gets, so nodes that are not ready, unreachable,
 /// under pressure or cordoned still run (or keep) their daemons.
-pub fn add_daemon_tolerations(spec: &mut PodSpec) {
+pub(super) fn add_daemon_tolerations(spec: &mut PodSpec) {
     let mut add = |key: &str, effect: &str| {
         add_or_update_toleration(
             spec,
@@ -98,7 +98,7 @@ pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> (bool, bool) {
 
 /// The template generation the API server recorded, if any (an unparsable one counts as
 /// none).
-pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
+pub(super) fn template_generation(ds: &DaemonSet) -> Option<i64> {
     ds.metadata
         .annotations
         .as_ref()?
@@ -109,7 +109,11 @@ pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
 
 /// The template daemon pods are made from: the DaemonSet's, with the daemon
 /// tolerations and the generation and revision-hash labels (`CreatePodTemplate`).
-pub fn create_pod_template(ds: &DaemonSet, generation: Option<i64>, hash: &str) -> PodTemplateSpec {
+pub(super) fn create_pod_template(
+    ds: &DaemonSet,
+    generation: Option<i64>,
+    hash: &str,
+) -> PodTemplateSpec {
     let mut template = ds
         .spec
         .as_ref()
@@ -132,7 +136,7 @@ pub fn create_pod_template(ds: &DaemonSet, generation: Option<i64>, hash: &str) 
 
 /// Pins a pod to `node_name` with a required node affinity on `metadata.name`, replacing
 /// any required node selector terms it had (`ReplaceDaemonSetPodNodeNameNodeAffinity`).
-pub fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
+pub(super) fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
     let term = NodeSelectorTerm {
         match_fields: Some(vec![NodeSelectorRequirement {
             key: OBJECT_NAME_FIELD.into(),
@@ -157,7 +161,7 @@ pub fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
 
 /// The node a daemon pod is for: its nodeName, or the `metadata.name` its required
 /// node affinity pins it to (`GetTargetNodeName`).
-pub fn target_node_name(pod: &Pod) -> Result<String, String> {
+pub(super) fn target_node_name(pod: &Pod) -> Result<String, String> {
     let name = || {
         format!(
             "{}/{}",
@@ -207,7 +211,7 @@ pub fn target_node_name(pod: &Pod) -> Result<String, String> {
 
 /// Was the pod made from the current template: same revision hash, or same template
 /// generation (`IsPodUpdated`)?
-pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+pub(super) fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
     let label = |key: &str| {
         pod.metadata
             .labels
@@ -239,21 +243,21 @@ fn rolling_update_value(
 }
 
 /// maxSurge of a RollingUpdate, scaled to `desired` nodes (rounded up).
-pub fn surge_count(ds: &DaemonSet, desired: i32) -> Result<i32, String> {
+pub(super) fn surge_count(ds: &DaemonSet, desired: i32) -> Result<i32, String> {
     rolling_update_value(ds, |r| r.max_surge.as_ref(), desired)
 }
 
 /// maxUnavailable of a RollingUpdate, scaled to `desired` nodes (rounded up).
-pub fn unavailable_count(ds: &DaemonSet, desired: i32) -> Result<i32, String> {
+pub(super) fn unavailable_count(ds: &DaemonSet, desired: i32) -> Result<i32, String> {
     rolling_update_value(ds, |r| r.max_unavailable.as_ref(), desired)
 }
 
-pub fn allows_surge(ds: &DaemonSet) -> bool {
+pub(super) fn allows_surge(ds: &DaemonSet) -> bool {
     surge_count(ds, 1).is_ok_and(|surge| surge > 0)
 }
 
 /// Scheduled pods first, then oldest, then by name (`podByCreationTimestampAndPhase`).
-pub fn compare_daemon_pods(a: &Pod, b: &Pod) -> Ordering {
+pub(super) fn compare_daemon_pods(a: &Pod, b: &Pod) -> Ordering {
     let scheduled = |p: &Pod| {
         p.spec
             .as_ref()
@@ -284,7 +288,7 @@ fn same_true_conditions(old: &[NodeCondition], new: &[NodeCondition]) -> bool {
 /// A node update that changes nothing a DaemonSet looks at: same True conditions and,
 /// apart from resourceVersion, managedFields and conditions (heartbeats), the same node
 /// (`shouldIgnoreNodeUpdate`).
-pub fn should_ignore_node_update(old: &Node, new: &Node) -> bool {
+pub(super) fn should_ignore_node_update(old: &Node, new: &Node) -> bool {
     let conditions = |n: &Node| {
         n.status
             .as_ref()

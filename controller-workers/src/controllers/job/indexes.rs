@@ -5,13 +5,14 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 
-pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(super) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// How often an index failed before this pod (backoffLimitPerIndex).
-pub const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+pub(super) const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
 /// How many of an index's failures a podFailurePolicy rule ignored before this pod.
-pub const IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ignored-failure-count";
+pub(super) const IGNORED_FAILURE_COUNT: &str =
+    "batch.kubernetes.io/job-index-ignored-failure-count";
 
-pub fn parse(text: &str, completions: i32) -> BTreeSet<i32> {
+pub(super) fn parse(text: &str, completions: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (first, last) = match part.split_once('-') {
@@ -25,7 +26,7 @@ pub fn parse(text: &str, completions: i32) -> BTreeSet<i32> {
     out
 }
 
-pub fn format(indexes: &BTreeSet<i32>) -> String {
+pub(super) fn format(indexes: &BTreeSet<i32>) -> String {
     let mut parts = Vec::new();
     let mut iter = indexes.iter().copied().peekable();
     while let Some(start) = iter.next() {
@@ -45,7 +46,7 @@ pub fn format(indexes: &BTreeSet<i32>) -> String {
     parts.join(",")
 }
 
-pub fn of_pod(pod: &Pod) -> Option<i32> {
+pub(super) fn of_pod(pod: &Pod) -> Option<i32> {
     pod.metadata
         .annotations
         .as_ref()?
@@ -65,16 +66,16 @@ fn count_annotation(pod: &Pod, key: &str) -> i32 {
 }
 
 /// The index's counted failures before this pod.
-pub fn failure_count(pod: &Pod) -> i32 {
+pub(super) fn failure_count(pod: &Pod) -> i32 {
     count_annotation(pod, FAILURE_COUNT)
 }
 
-pub fn ignored_failure_count(pod: &Pod) -> i32 {
+pub(super) fn ignored_failure_count(pod: &Pod) -> i32 {
     count_annotation(pod, IGNORED_FAILURE_COUNT)
 }
 
 /// Every failure of the index before this pod, ignored or not (drives its backoff).
-pub fn absolute_failure_count(pod: &Pod) -> i32 {
+pub(super) fn absolute_failure_count(pod: &Pod) -> i32 {
     failure_count(pod) + ignored_failure_count(pod)
 }
 

@@ -21,7 +21,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 #[derive(Clone)]
-pub struct JobMetrics {
+pub(super) struct JobMetrics {
     sync_duration: HistogramFamily,
     syncs: Family<Labels, Counter>,
     finished: Family<Labels, Counter>,
@@ -33,7 +33,7 @@ pub struct JobMetrics {
 
 impl JobMetrics {
     /// Registers the families in the worker's registry.
-    pub fn register(metrics: &Metrics) -> JobMetrics {
+    pub(super) fn register(metrics: &Metrics) -> JobMetrics {
         let m = JobMetrics {
             sync_duration: Family::new_with_constructor(sync_duration_histogram),
             syncs: Family::default(),
@@ -85,7 +85,7 @@ impl JobMetrics {
     }
 
     /// One sync: `action` is reconciling, tracking, pods_created or pods_deleted.
-    pub fn sync(&self, mode: &str, ok: bool, action: &str, seconds: f64) {
+    pub(super) fn sync(&self, mode: &str, ok: bool, action: &str, seconds: f64) {
         let result = if ok { "success" } else { "error" };
         let l = labels(&[
             ("completion_mode", mode),
@@ -96,7 +96,7 @@ impl JobMetrics {
         self.syncs.get_or_create(&l).inc();
     }
 
-    pub fn job_finished(&self, mode: &str, succeeded: bool, reason: &str) {
+    pub(super) fn job_finished(&self, mode: &str, succeeded: bool, reason: &str) {
         let result = if succeeded { "succeeded" } else { "failed" };
         self.finished
             .get_or_create(&labels(&[
@@ -107,7 +107,7 @@ impl JobMetrics {
             .inc();
     }
 
-    pub fn pods_finished(&self, mode: &str, succeeded: u64, failed: u64) {
+    pub(super) fn pods_finished(&self, mode: &str, succeeded: u64, failed: u64) {
         for (result, count) in [("succeeded", succeeded), ("failed", failed)] {
             if count > 0 {
                 self.pods_finished
@@ -117,13 +117,13 @@ impl JobMetrics {
         }
     }
 
-    pub fn failure_handled_by_policy(&self, action: &str) {
+    pub(super) fn failure_handled_by_policy(&self, action: &str) {
         self.failures_by_policy
             .get_or_create(&labels(&[("action", action)]))
             .inc();
     }
 
-    pub fn indexes_finished(&self, per_index: bool, succeeded: u64, failed: u64) {
+    pub(super) fn indexes_finished(&self, per_index: bool, succeeded: u64, failed: u64) {
         let limit = if per_index { "perIndex" } else { "global" };
         for (status, count) in [("succeeded", succeeded), ("failed", failed)] {
             if count > 0 {
@@ -135,7 +135,7 @@ impl JobMetrics {
     }
 
     /// Pod creations: `reason` is new, recreate_terminating_or_failed or recreate_failed.
-    pub fn pods_created(&self, reason: &str, succeeded: u64, failed: u64) {
+    pub(super) fn pods_created(&self, reason: &str, succeeded: u64, failed: u64) {
         for (status, count) in [("succeeded", succeeded), ("failed", failed)] {
             if count > 0 {
                 self.pods_created

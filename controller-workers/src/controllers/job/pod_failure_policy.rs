@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// What a rule does with a failed pod it matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(super) enum Action {
     FailJob,
     Ignore,
     Count,
@@ -19,7 +19,7 @@ pub enum Action {
 /// The outcome for one failed pod: the message when it fails the Job, whether the
 /// failure counts against backoffLimit, and the matching rule's action.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
+pub(super) struct Outcome {
     pub fail_job_message: Option<String>,
     pub count_failed: bool,
     pub action: Option<Action>,
@@ -67,7 +67,7 @@ fn matching_container<'a>(
 }
 
 /// Matches a failed pod against the policy (`matchPodFailurePolicy`).
-pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) -> Outcome {
+pub(super) fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) -> Outcome {
     let Some(policy) = policy else {
         return NO_MATCH;
     };
@@ -139,7 +139,7 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
 
 /// Only failed pods are replaced, never terminating ones: podReplacementPolicy Failed,
 /// or any Job with a podFailurePolicy (`onlyReplaceFailedPods`).
-pub fn only_replace_failed_pods(job: &Job) -> bool {
+pub(super) fn only_replace_failed_pods(job: &Job) -> bool {
     let spec = job.spec.as_ref();
     spec.and_then(|s| s.pod_replacement_policy.as_deref()) == Some("Failed")
         || spec.is_some_and(|s| s.pod_failure_policy.is_some())
@@ -148,7 +148,7 @@ pub fn only_replace_failed_pods(job: &Job) -> bool {
 /// Is the pod a failure of this Job (`isPodFailed`)? With only-failed replacement a pod
 /// counts once it reached phase Failed; otherwise a pod being deleted before it
 /// succeeded counts at once.
-pub fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
+pub(super) fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
     let phase = crate::pods::phase(pod);
     if only_replace_failed_pods(job) {
         return phase == "Failed";

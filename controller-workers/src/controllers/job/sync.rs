@@ -40,7 +40,7 @@ fn condition_true(job: &Job, type_: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
-pub fn finished(job: &Job) -> bool {
+pub(super) fn finished(job: &Job) -> bool {
     condition_true(job, "Complete") || condition_true(job, "Failed")
 }
 

@@ -30,7 +30,7 @@ use crate::controllers::garbagecollector::operations::api_resource;
 use crate::queue::WorkQueue;
 use crate::store::Store;
 
-pub const FINALIZER: &str = "kubernetes";
+pub(super) const FINALIZER: &str = "kubernetes";
 /// How long to wait before looking again at content held by finalizers.
 const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
 
@@ -62,7 +62,7 @@ const CONDITION_TYPES: [(&str, &str, &str); 5] = [
     ),
 ];
 
-pub struct Deleter {
+pub(super) struct Deleter {
     pub client: kube::Client,
     pub informer: InformerClient<Channel>,
     pub namespaces: Store<Namespace>,
@@ -122,7 +122,7 @@ fn updated_conditions(
 }
 
 impl Deleter {
-    pub async fn sync(&self, name: &str) -> anyhow::Result<()> {
+    pub(super) async fn sync(&self, name: &str) -> anyhow::Result<()> {
         let Some(cached) = self.namespaces.get(name) else {
             return Ok(());
         };

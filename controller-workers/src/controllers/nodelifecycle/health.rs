@@ -16,17 +16,17 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// The conditions a silent kubelet leaves stale; NetworkUnavailable is the network
 /// plugin's, not the kubelet's, so it is left alone.
-pub const KUBELET_CONDITIONS: [&str; 4] =
+pub(super) const KUBELET_CONDITIONS: [&str; 4] =
     ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
-pub const REASON_NEVER_UPDATED: &str = "NodeStatusNeverUpdated";
-pub const MESSAGE_NEVER_UPDATED: &str = "Kubelet never posted node status.";
-pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
-pub const MESSAGE_UNKNOWN: &str = "Kubelet stopped posting node status.";
+pub(super) const REASON_NEVER_UPDATED: &str = "NodeStatusNeverUpdated";
+pub(super) const MESSAGE_NEVER_UPDATED: &str = "Kubelet never posted node status.";
+pub(super) const REASON_UNKNOWN: &str = "NodeStatusUnknown";
+pub(super) const MESSAGE_UNKNOWN: &str = "Kubelet stopped posting node status.";
 
 /// What the monitor remembers about a node between passes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct NodeHealth {
+pub(super) struct NodeHealth {
     pub probe: Timestamp,
     pub ready_transition: Timestamp,
     pub status: NodeStatus,
@@ -36,7 +36,7 @@ pub struct NodeHealth {
 
 /// The outcome of one look at a node.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Assessment {
+pub(super) struct Assessment {
     /// The Ready condition as the node had it (a made-up Unknown one, dated at the
     /// node's creation, when it never posted one).
     pub observed_ready: NodeCondition,
@@ -50,7 +50,7 @@ pub struct Assessment {
     pub health: NodeHealth,
 }
 
-pub fn condition<'a>(status: &'a NodeStatus, type_: &str) -> Option<&'a NodeCondition> {
+pub(super) fn condition<'a>(status: &'a NodeStatus, type_: &str) -> Option<&'a NodeCondition> {
     status
         .conditions
         .as_ref()?
@@ -63,7 +63,7 @@ fn created(node: &Node) -> Option<Time> {
 }
 
 /// Judges `node` at `now`, given what was remembered (`saved`) and its Lease's renewTime.
-pub fn assess(
+pub(super) fn assess(
     node: &Node,
     saved: Option<&NodeHealth>,
     lease_renew: Option<Timestamp>,

@@ -13,7 +13,7 @@ use crate::metrics::{Labels, Metrics};
 type ZoneGauge = Family<Labels, Gauge<f64, AtomicU64>>;
 
 #[derive(Clone)]
-pub struct NodeMetrics {
+pub(super) struct NodeMetrics {
     zone_health: ZoneGauge,
     zone_size: ZoneGauge,
     unhealthy_nodes: ZoneGauge,
@@ -27,7 +27,7 @@ fn zone(zone: &str) -> Labels {
 }
 
 impl NodeMetrics {
-    pub fn register(metrics: &Metrics) -> NodeMetrics {
+    pub(super) fn register(metrics: &Metrics) -> NodeMetrics {
         let m = NodeMetrics {
             zone_health: Family::default(),
             zone_size: Family::default(),
@@ -71,7 +71,7 @@ impl NodeMetrics {
         m
     }
 
-    pub fn set_zone(&self, key: &str, size: usize, unhealthy: usize) {
+    pub(super) fn set_zone(&self, key: &str, size: usize, unhealthy: usize) {
         let labels = zone(key);
         self.zone_size.get_or_create(&labels).set(size as f64);
         let health = if size == 0 {
@@ -85,12 +85,12 @@ impl NodeMetrics {
             .set(unhealthy as f64);
     }
 
-    pub fn eviction(&self, key: &str) {
+    pub(super) fn eviction(&self, key: &str) {
         self.evictions.get_or_create(&zone(key)).inc();
     }
 
     /// Makes the zone's eviction counter appear at 0.
-    pub fn init_zone(&self, key: &str) {
+    pub(super) fn init_zone(&self, key: &str) {
         let _ = self.evictions.get_or_create(&zone(key));
     }
 }

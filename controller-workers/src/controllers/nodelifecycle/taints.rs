@@ -17,17 +17,17 @@ use kube::api::{Api, Patch, PatchParams};
 
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-pub const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-pub const MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
-pub const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
-pub const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
-pub const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+pub(super) const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub(super) const MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+pub(super) const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+pub(super) const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+pub(super) const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
 
-pub const NO_SCHEDULE: &str = "NoSchedule";
-pub const NO_EXECUTE: &str = "NoExecute";
+pub(super) const NO_SCHEDULE: &str = "NoSchedule";
+pub(super) const NO_EXECUTE: &str = "NoExecute";
 
 /// A taint with only its key and effect, as upstream's templates.
-pub fn template(key: &str, effect: &str) -> Taint {
+pub(super) fn template(key: &str, effect: &str) -> Taint {
     Taint {
         key: key.to_string(),
         effect: effect.to_string(),
@@ -36,7 +36,7 @@ pub fn template(key: &str, effect: &str) -> Taint {
 }
 
 /// The taint key a condition at a status calls for, if any.
-pub fn condition_taint_key(condition_type: &str, status: &str) -> Option<&'static str> {
+pub(super) fn condition_taint_key(condition_type: &str, status: &str) -> Option<&'static str> {
     match (condition_type, status) {
         ("Ready", "False") => Some(NOT_READY),
         ("Ready", "Unknown") => Some(UNREACHABLE),
@@ -61,22 +61,22 @@ fn is_condition_taint_key(key: &str) -> bool {
 }
 
 /// Same key and effect (`Taint.MatchTaint`): values and times do not tell taints apart.
-pub fn matches(a: &Taint, b: &Taint) -> bool {
+pub(super) fn matches(a: &Taint, b: &Taint) -> bool {
     a.key == b.key && a.effect == b.effect
 }
 
-pub fn taints_of(node: &Node) -> &[Taint] {
+pub(super) fn taints_of(node: &Node) -> &[Taint] {
     node.spec
         .as_ref()
         .and_then(|spec| spec.taints.as_deref())
         .unwrap_or_default()
 }
 
-pub fn has_taint(node: &Node, wanted: &Taint) -> bool {
+pub(super) fn has_taint(node: &Node, wanted: &Taint) -> bool {
     taints_of(node).iter().any(|taint| matches(taint, wanted))
 }
 
-pub fn conditions_of(node: &Node) -> &[NodeCondition] {
+pub(super) fn conditions_of(node: &Node) -> &[NodeCondition] {
     node.status
         .as_ref()
         .and_then(|status| status.conditions.as_deref())
@@ -85,7 +85,7 @@ pub fn conditions_of(node: &Node) -> &[NodeCondition] {
 
 /// The NoSchedule taints this controller manages that `node` should have, from its
 /// conditions and `spec.unschedulable`.
-pub fn wanted_no_schedule_taints(node: &Node) -> Vec<Taint> {
+pub(super) fn wanted_no_schedule_taints(node: &Node) -> Vec<Taint> {
     let mut wanted: Vec<Taint> = conditions_of(node)
         .iter()
         .filter_map(|condition| condition_taint_key(&condition.type_, &condition.status))
@@ -99,7 +99,7 @@ pub fn wanted_no_schedule_taints(node: &Node) -> Vec<Taint> {
 
 /// (to add, to remove): the difference between the managed NoSchedule taints `node`
 /// should have and those it has; other taints are never looked at.
-pub fn no_schedule_changes(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
+pub(super) fn no_schedule_changes(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
     let wanted = wanted_no_schedule_taints(node);
     let present: Vec<&Taint> = taints_of(node)
         .iter()
@@ -123,7 +123,7 @@ pub fn no_schedule_changes(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
 
 /// `taints` with `add` added (each stamped `timeAdded = now`, replacing a taint of the
 /// same key and effect) and `remove` taken out; `None` when nothing would change.
-pub fn apply(
+pub(super) fn apply(
     taints: &[Taint],
     add: &[Taint],
     remove: &[Taint],
@@ -158,7 +158,7 @@ pub fn apply(
 /// resourceVersion it was computed from; a conflict reads the node again and recomputes
 /// (`SwapNodeControllerTaint`, with its retry budget). Returns whether anything was
 /// written; a node that is gone is nothing to do.
-pub async fn swap_taints(
+pub(super) async fn swap_taints(
     client: &kube::Client,
     node: &Node,
     add: &[Taint],

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
 /// Nodes with this label do not count in their zone's state.
-pub const EXCLUDE_DISRUPTION_LABEL: &str = "node.kubernetes.io/exclude-disruption";
+pub(super) const EXCLUDE_DISRUPTION_LABEL: &str = "node.kubernetes.io/exclude-disruption";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ZoneState {
+pub(super) enum ZoneState {
     Initial,
     Normal,
     PartialDisruption,
@@ -25,7 +25,7 @@ pub enum ZoneState {
 
 /// `region:\0:zone` from the topology labels (or their deprecated beta names); empty
 /// for a node in neither.
-pub fn zone_key(node: &Node) -> String {
+pub(super) fn zone_key(node: &Node) -> String {
     let labels = node.metadata.labels.as_ref();
     let label = |stable: &str, beta: &str| {
         labels
@@ -48,7 +48,7 @@ pub fn zone_key(node: &Node) -> String {
     }
 }
 
-pub fn excluded_from_disruption(node: &Node) -> bool {
+pub(super) fn excluded_from_disruption(node: &Node) -> bool {
     node.metadata
         .labels
         .as_ref()
@@ -57,7 +57,10 @@ pub fn excluded_from_disruption(node: &Node) -> bool {
 
 /// (not-Ready nodes, state) of a zone from its nodes' Ready conditions (`None` for a
 /// node that never posted one, which counts as not Ready).
-pub fn zone_state(ready: &[Option<NodeCondition>], unhealthy_threshold: f32) -> (usize, ZoneState) {
+pub(super) fn zone_state(
+    ready: &[Option<NodeCondition>],
+    unhealthy_threshold: f32,
+) -> (usize, ZoneState) {
     let ready_nodes = ready
         .iter()
         .filter(|c| c.as_ref().is_some_and(|c| c.status == "True"))
@@ -74,7 +77,7 @@ pub fn zone_state(ready: &[Option<NodeCondition>], unhealthy_threshold: f32) -> 
 }
 
 /// The eviction rate a zone of `size` nodes gets in `state`.
-pub fn zone_rate(
+pub(super) fn zone_rate(
     state: ZoneState,
     size: usize,
     eviction_rate: f32,
@@ -91,14 +94,14 @@ pub fn zone_rate(
 /// A token bucket of burst 1 that is asked, never waited on; a rate of 0 or less
 /// refuses everything.
 #[derive(Debug)]
-pub struct Limiter {
+pub(super) struct Limiter {
     qps: f32,
     tokens: f64,
     last: Instant,
 }
 
 impl Limiter {
-    pub fn new(qps: f32, now: Instant) -> Limiter {
+    pub(super) fn new(qps: f32, now: Instant) -> Limiter {
         Limiter {
             qps,
             tokens: 1.0,
@@ -106,11 +109,11 @@ impl Limiter {
         }
     }
 
-    pub fn qps(&self) -> f32 {
+    pub(super) fn qps(&self) -> f32 {
         self.qps
     }
 
-    pub fn try_accept(&mut self, now: Instant) -> bool {
+    pub(super) fn try_accept(&mut self, now: Instant) -> bool {
         if self.qps <= 0.0 {
             return false;
         }
@@ -127,7 +130,7 @@ impl Limiter {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Queued {
+pub(super) struct Queued {
     pub node: String,
     pub process_at: Instant,
 }
@@ -136,14 +139,14 @@ pub struct Queued {
 /// processed. A node stays known after being processed, so it is not queued again until
 /// [`Tainter::remove`] forgets it (when it is healthy again).
 #[derive(Debug)]
-pub struct Tainter {
+pub(super) struct Tainter {
     queue: Vec<Queued>,
     known: HashSet<String>,
     limiter: Limiter,
 }
 
 impl Tainter {
-    pub fn new(qps: f32, now: Instant) -> Tainter {
+    pub(super) fn new(qps: f32, now: Instant) -> Tainter {
         Tainter {
             queue: Vec::new(),
             known: HashSet::new(),
@@ -152,7 +155,7 @@ impl Tainter {
     }
 
     /// Queues the node unless it is already known; says whether it was queued.
-    pub fn add(&mut self, node: &str, now: Instant) -> bool {
+    pub(super) fn add(&mut self, node: &str, now: Instant) -> bool {
         if !self.known.insert(node.to_string()) {
             return false;
         }
@@ -165,7 +168,7 @@ impl Tainter {
     }
 
     /// Forgets the node; says whether it was known.
-    pub fn remove(&mut self, node: &str) -> bool {
+    pub(super) fn remove(&mut self, node: &str) -> bool {
         self.queue.retain(|q| q.node != node);
         self.known.remove(node)
     }
@@ -176,7 +179,7 @@ impl Tainter {
 
     /// The head of the queue if it is due and the limiter lets one more through. As
     /// upstream, a token is spent on a head that is not due yet.
-    pub fn next_due(&mut self, now: Instant) -> Option<Queued> {
+    pub(super) fn next_due(&mut self, now: Instant) -> Option<Queued> {
         let head = self.queue.first()?.clone();
         if !self.limiter.try_accept(now) || now < head.process_at {
             return None;
@@ -186,7 +189,7 @@ impl Tainter {
 
     /// Records the outcome for a node [`Tainter::next_due`] gave out: done, or retried
     /// after `retry_after`.
-    pub fn finish(&mut self, node: &str, done: bool, retry_after: Duration, now: Instant) {
+    pub(super) fn finish(&mut self, node: &str, done: bool, retry_after: Duration, now: Instant) {
         if done {
             self.queue.retain(|q| q.node != node);
         } else if let Some(entry) = self.queue.iter_mut().find(|q| q.node == node) {
@@ -197,7 +200,7 @@ impl Tainter {
 
     /// A new rate; a bucket that was empty starts empty, so a swap never grants an
     /// extra eviction.
-    pub fn swap_limiter(&mut self, qps: f32, now: Instant) {
+    pub(super) fn swap_limiter(&mut self, qps: f32, now: Instant) {
         if self.limiter.qps() == qps {
             return;
         }
@@ -209,7 +212,7 @@ impl Tainter {
     }
 
     #[cfg(test)]
-    pub fn queued(&self) -> Vec<String> {
+    pub(super) fn queued(&self) -> Vec<String> {
         self.queue.iter().map(|q| q.node.clone()).collect()
     }
 }

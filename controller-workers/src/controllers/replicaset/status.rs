@@ -15,7 +15,7 @@ use super::kind::Replicated;
 use super::sync::ManageError;
 use crate::pods::{is_pod_available, is_pod_ready};
 
-pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+pub(super) const REPLICA_FAILURE: &str = "ReplicaFailure";
 /// One retry with a fresh read after a conflict, as upstream.
 const STATUS_UPDATE_RETRIES: usize = 1;
 

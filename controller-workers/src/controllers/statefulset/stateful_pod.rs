@@ -24,7 +24,7 @@ use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::Store;
 
 /// An error as Go prints it: the chain joined with ": ", API errors as their message.
-pub fn go_text(error: &anyhow::Error) -> String {
+pub(super) fn go_text(error: &anyhow::Error) -> String {
     let mut parts = Vec::new();
     for cause in error.chain() {
         if let Some(api) = cause.downcast_ref::<kube::Error>() {
@@ -39,7 +39,7 @@ pub fn go_text(error: &anyhow::Error) -> String {
 
 /// Several errors as one, as apimachinery's aggregate prints them (`[a, b]`); a single
 /// error is kept as it is.
-pub fn aggregate(mut errors: Vec<anyhow::Error>) -> Option<anyhow::Error> {
+pub(super) fn aggregate(mut errors: Vec<anyhow::Error>) -> Option<anyhow::Error> {
     match errors.len() {
         0 => None,
         1 => errors.pop(),
@@ -80,7 +80,7 @@ pub(super) struct StatefulPodControl {
 }
 
 impl StatefulPodControl {
-    pub fn new(
+    pub(super) fn new(
         client: kube::Client,
         recorder: Recorder,
         claims: Store<PersistentVolumeClaim>,
@@ -146,7 +146,11 @@ impl StatefulPodControl {
     /// Creates the pod's claims, then the pod, then gives the claims their retention
     /// ownerReferences. A pod that already exists is an error without an event (the
     /// cache was behind).
-    pub async fn create_stateful_pod(&self, set: &StatefulSet, pod: &Pod) -> anyhow::Result<()> {
+    pub(super) async fn create_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> anyhow::Result<()> {
         if let Err(error) = self.create_persistent_volume_claims(set, pod).await {
             self.record_pod_event("create", set, pod, Some(&go_text(&error)));
             return Err(error);
@@ -181,7 +185,11 @@ impl StatefulPodControl {
     /// Repairs the pod's identity (name, namespace, pod-name and pod-index labels), its
     /// claim volumes (creating missing claims) and its claims' ownerReferences, then
     /// writes it, re-reading it after a conflict.
-    pub async fn update_stateful_pod(&self, set: &StatefulSet, pod: &Pod) -> anyhow::Result<()> {
+    pub(super) async fn update_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> anyhow::Result<()> {
         let api = self.pods(set);
         let mut pod = pod.clone();
         let mut attempted = false;
@@ -241,7 +249,7 @@ impl StatefulPodControl {
         result
     }
 
-    pub async fn delete_stateful_pod(
+    pub(super) async fn delete_stateful_pod(
         &self,
         set: &StatefulSet,
         pod: &Pod,
@@ -258,7 +266,7 @@ impl StatefulPodControl {
 
     /// Do the pod's claims (those that exist) carry the ownerReferences the set's
     /// retention policy asks for?
-    pub fn claims_match_retention_policy(&self, set: &StatefulSet, pod: &Pod) -> bool {
+    pub(super) fn claims_match_retention_policy(&self, set: &StatefulSet, pod: &Pod) -> bool {
         claims_for(set, ordinal(pod)).iter().all(|(_, claim)| {
             let name = claim.metadata.name.as_deref().unwrap_or_default();
             match self.claims.get_in(set_namespace(set), name) {
@@ -270,7 +278,7 @@ impl StatefulPodControl {
     }
 
     /// Gives the pod's existing claims the ownerReferences the retention policy asks for.
-    pub async fn update_pod_claim_for_retention_policy(
+    pub(super) async fn update_pod_claim_for_retention_policy(
         &self,
         set: &StatefulSet,
         pod: &Pod,
@@ -300,7 +308,7 @@ impl StatefulPodControl {
 
     /// Is a claim of this pod still owned by an earlier pod of its ordinal (scale-down
     /// deletion pending)? Then the pod must wait for the claim to go.
-    pub fn pod_claim_is_stale(&self, set: &StatefulSet, pod: &Pod) -> bool {
+    pub(super) fn pod_claim_is_stale(&self, set: &StatefulSet, pod: &Pod) -> bool {
         if !retention_policy(set).delete_when_scaled {
             // Claims are kept for reuse, so none is stale.
             return false;
@@ -314,7 +322,7 @@ impl StatefulPodControl {
     }
 
     /// Creates the claims a pending pod is missing and fixes their ownerReferences.
-    pub async fn create_missing_persistent_volume_claims(
+    pub(super) async fn create_missing_persistent_volume_claims(
         &self,
         set: &StatefulSet,
         pod: &Pod,
@@ -329,7 +337,7 @@ impl StatefulPodControl {
 
     /// Creates every claim of the pod the store does not hold; a claim being deleted is
     /// an error (the pod must not start on it).
-    pub async fn create_persistent_volume_claims(
+    pub(super) async fn create_persistent_volume_claims(
         &self,
         set: &StatefulSet,
         pod: &Pod,

@@ -19,7 +19,7 @@ use crate::api_errors::is_conflict;
 
 /// The status fields the controller owns, as plain numbers (the API omits zeros).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SetStatus {
+pub(super) struct SetStatus {
     pub observed_generation: i64,
     pub replicas: i32,
     pub ready_replicas: i32,
@@ -32,7 +32,7 @@ pub struct SetStatus {
 }
 
 impl SetStatus {
-    pub fn of(set: &StatefulSet) -> SetStatus {
+    pub(super) fn of(set: &StatefulSet) -> SetStatus {
         let Some(status) = set.status.as_ref() else {
             return SetStatus::default();
         };
@@ -51,7 +51,7 @@ impl SetStatus {
 
     /// The API object, zeros left out where the API leaves them out. Conditions are not
     /// carried over: upstream writes a fresh status.
-    pub fn to_api(&self) -> StatefulSetStatus {
+    pub(super) fn to_api(&self) -> StatefulSetStatus {
         let non_zero = |n: i32| (n != 0).then_some(n);
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
         StatefulSetStatus {
@@ -71,7 +71,7 @@ impl SetStatus {
 
     /// Recounts the replica numbers from `lists` (pods the sync only built, with no
     /// phase, count for nothing; terminating pods count as neither current nor updated).
-    pub fn count(&mut self, min_ready_seconds: i32, lists: &[&[Arc<Pod>]], now: Timestamp) {
+    pub(super) fn count(&mut self, min_ready_seconds: i32, lists: &[&[Arc<Pod>]], now: Timestamp) {
         self.replicas = 0;
         self.ready_replicas = 0;
         self.available_replicas = 0;
@@ -102,7 +102,7 @@ impl SetStatus {
 
 /// A RollingUpdate whose every replica is updated and ready is complete: the update
 /// revision becomes the current one.
-pub fn complete_rolling_update(set: &StatefulSet, status: &mut SetStatus) {
+pub(super) fn complete_rolling_update(set: &StatefulSet, status: &mut SetStatus) {
     let wanted = replicas(set);
     if update_strategy_type(set) == ROLLING_UPDATE
         && status.updated_replicas == wanted
@@ -116,7 +116,7 @@ pub fn complete_rolling_update(set: &StatefulSet, status: &mut SetStatus) {
 
 /// Does `status` say something the set's status does not? (The collision count alone
 /// does not count, as upstream.)
-pub fn inconsistent_status(set: &StatefulSet, status: &SetStatus) -> bool {
+pub(super) fn inconsistent_status(set: &StatefulSet, status: &SetStatus) -> bool {
     let shown = SetStatus::of(set);
     status.observed_generation > shown.observed_generation
         || status.replicas != shown.replicas
@@ -131,7 +131,7 @@ pub fn inconsistent_status(set: &StatefulSet, status: &SetStatus) -> bool {
 const STATUS_UPDATE_ATTEMPTS: usize = 5;
 
 /// Writes `status` to the set's `/status`, re-reading the set after a conflict.
-pub async fn write(
+pub(super) async fn write(
     client: &kube::Client,
     set: &StatefulSet,
     status: &SetStatus,

@@ -20,39 +20,39 @@ use crate::pod_control::{controller_ref, pod_from_template};
 use crate::pods::{is_pod_available, is_pod_ready, phase};
 
 /// The label naming a StatefulSet pod (`apps.StatefulSetPodNameLabel`).
-pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+pub(super) const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// The label carrying a pod's ordinal (`apps.PodIndexLabel`, the PodIndexLabel feature,
 /// beta and on in 1.29).
-pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+pub(super) const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 
-pub const ROLLING_UPDATE: &str = "RollingUpdate";
-pub const ON_DELETE: &str = "OnDelete";
-pub const PARALLEL: &str = "Parallel";
-pub const RETAIN: &str = "Retain";
-pub const DELETE: &str = "Delete";
+pub(super) const ROLLING_UPDATE: &str = "RollingUpdate";
+pub(super) const ON_DELETE: &str = "OnDelete";
+pub(super) const PARALLEL: &str = "Parallel";
+pub(super) const RETAIN: &str = "Retain";
+pub(super) const DELETE: &str = "Delete";
 
 /// The spec, or an empty one for a set the API server sent without one.
-pub fn spec(set: &StatefulSet) -> std::borrow::Cow<'_, StatefulSetSpec> {
+pub(super) fn spec(set: &StatefulSet) -> std::borrow::Cow<'_, StatefulSetSpec> {
     match &set.spec {
         Some(spec) => std::borrow::Cow::Borrowed(spec),
         None => std::borrow::Cow::Owned(StatefulSetSpec::default()),
     }
 }
 
-pub fn set_name(set: &StatefulSet) -> &str {
+pub(super) fn set_name(set: &StatefulSet) -> &str {
     set.metadata.name.as_deref().unwrap_or_default()
 }
 
-pub fn set_namespace(set: &StatefulSet) -> &str {
+pub(super) fn set_namespace(set: &StatefulSet) -> &str {
     set.metadata.namespace.as_deref().unwrap_or_default()
 }
 
 /// `spec.replicas` (the API defaults it to 1).
-pub fn replicas(set: &StatefulSet) -> i32 {
+pub(super) fn replicas(set: &StatefulSet) -> i32 {
     set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
-pub fn min_ready_seconds(set: &StatefulSet) -> i32 {
+pub(super) fn min_ready_seconds(set: &StatefulSet) -> i32 {
     set.spec
         .as_ref()
         .and_then(|s| s.min_ready_seconds)
@@ -60,7 +60,7 @@ pub fn min_ready_seconds(set: &StatefulSet) -> i32 {
 }
 
 /// `spec.updateStrategy.type` (the API defaults it to RollingUpdate).
-pub fn update_strategy_type(set: &StatefulSet) -> &str {
+pub(super) fn update_strategy_type(set: &StatefulSet) -> &str {
     set.spec
         .as_ref()
         .and_then(|s| s.update_strategy.as_ref())
@@ -70,7 +70,7 @@ pub fn update_strategy_type(set: &StatefulSet) -> &str {
 }
 
 /// `spec.updateStrategy.rollingUpdate.partition` when there is a rollingUpdate.
-pub fn partition(set: &StatefulSet) -> Option<i32> {
+pub(super) fn partition(set: &StatefulSet) -> Option<i32> {
     set.spec
         .as_ref()
         .and_then(|s| s.update_strategy.as_ref())
@@ -79,7 +79,7 @@ pub fn partition(set: &StatefulSet) -> Option<i32> {
 }
 
 /// OrderedReady (one pod at a time) unless the set asks for Parallel.
-pub fn allows_burst(set: &StatefulSet) -> bool {
+pub(super) fn allows_burst(set: &StatefulSet) -> bool {
     set.spec
         .as_ref()
         .and_then(|s| s.pod_management_policy.as_deref())
@@ -87,7 +87,7 @@ pub fn allows_burst(set: &StatefulSet) -> bool {
 }
 
 /// `spec.revisionHistoryLimit` (the API defaults it to 10).
-pub fn revision_history_limit(set: &StatefulSet) -> usize {
+pub(super) fn revision_history_limit(set: &StatefulSet) -> usize {
     set.spec
         .as_ref()
         .and_then(|s| s.revision_history_limit)
@@ -97,7 +97,7 @@ pub fn revision_history_limit(set: &StatefulSet) -> usize {
 
 /// The set's name and the ordinal of a pod named `<parent>-<digits>`; no parent and -1
 /// for other names, a parent and -1 when the digits overflow 32 bits.
-pub fn parent_and_ordinal(pod_name: &str) -> (Option<&str>, i32) {
+pub(super) fn parent_and_ordinal(pod_name: &str) -> (Option<&str>, i32) {
     match pod_name.rsplit_once('-') {
         Some((parent, digits))
             if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
@@ -108,13 +108,13 @@ pub fn parent_and_ordinal(pod_name: &str) -> (Option<&str>, i32) {
     }
 }
 
-pub fn ordinal(pod: &Pod) -> i32 {
+pub(super) fn ordinal(pod: &Pod) -> i32 {
     parent_and_ordinal(pod.metadata.name.as_deref().unwrap_or_default()).1
 }
 
 /// The first ordinal the set uses: `spec.ordinals.start` (StatefulSetStartOrdinal, beta
 /// and on in 1.29), else 0.
-pub fn start_ordinal(set: &StatefulSet) -> i32 {
+pub(super) fn start_ordinal(set: &StatefulSet) -> i32 {
     set.spec
         .as_ref()
         .and_then(|s| s.ordinals.as_ref())
@@ -123,21 +123,25 @@ pub fn start_ordinal(set: &StatefulSet) -> i32 {
 }
 
 /// The last ordinal the set uses (inclusive).
-pub fn end_ordinal(set: &StatefulSet) -> i32 {
+pub(super) fn end_ordinal(set: &StatefulSet) -> i32 {
     start_ordinal(set) + replicas(set) - 1
 }
 
-pub fn pod_in_ordinal_range(pod: &Pod, set: &StatefulSet) -> bool {
+pub(super) fn pod_in_ordinal_range(pod: &Pod, set: &StatefulSet) -> bool {
     let ordinal = ordinal(pod);
     ordinal >= start_ordinal(set) && ordinal <= end_ordinal(set)
 }
 
-pub fn pod_name(set: &StatefulSet, ordinal: i32) -> String {
+pub(super) fn pod_name(set: &StatefulSet, ordinal: i32) -> String {
     format!("{}-{ordinal}", set_name(set))
 }
 
 /// `<template>-<set>-<ordinal>`.
-pub fn claim_name(set: &StatefulSet, template: &PersistentVolumeClaim, ordinal: i32) -> String {
+pub(super) fn claim_name(
+    set: &StatefulSet,
+    template: &PersistentVolumeClaim,
+    ordinal: i32,
+) -> String {
     format!(
         "{}-{}-{ordinal}",
         template.metadata.name.as_deref().unwrap_or_default(),
@@ -146,7 +150,7 @@ pub fn claim_name(set: &StatefulSet, template: &PersistentVolumeClaim, ordinal: 
 }
 
 /// Is the pod named as one of the set's (whatever its ordinal)?
-pub fn is_member_of(set: &StatefulSet, pod_meta: &ObjectMeta) -> bool {
+pub(super) fn is_member_of(set: &StatefulSet, pod_meta: &ObjectMeta) -> bool {
     parent_and_ordinal(pod_meta.name.as_deref().unwrap_or_default()).0 == Some(set_name(set))
 }
 
@@ -155,7 +159,7 @@ fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// Does the pod have its network identity: its name, namespace and pod-name label?
-pub fn identity_matches(set: &StatefulSet, pod: &Pod) -> bool {
+pub(super) fn identity_matches(set: &StatefulSet, pod: &Pod) -> bool {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let (parent, ordinal) = parent_and_ordinal(name);
     ordinal >= 0
@@ -166,7 +170,7 @@ pub fn identity_matches(set: &StatefulSet, pod: &Pod) -> bool {
 }
 
 /// Does the pod mount a claim of the right name for every volumeClaimTemplate?
-pub fn storage_matches(set: &StatefulSet, pod: &Pod) -> bool {
+pub(super) fn storage_matches(set: &StatefulSet, pod: &Pod) -> bool {
     let ordinal = ordinal(pod);
     if ordinal < 0 {
         return false;
@@ -192,7 +196,7 @@ pub fn storage_matches(set: &StatefulSet, pod: &Pod) -> bool {
 /// The claims a pod of `ordinal` uses, by template name, in template order: each
 /// template with the pod's claim name, the set's namespace, and the set selector's
 /// matchLabels added to its labels.
-pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<(String, PersistentVolumeClaim)> {
+pub(super) fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<(String, PersistentVolumeClaim)> {
     let spec = spec(set);
     let selector_labels = spec.selector.match_labels.clone();
     spec.volume_claim_templates
@@ -216,7 +220,7 @@ pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<(String, PersistentVol
 }
 
 /// Points the pod's volumes of the templates' names at its claims; other volumes stay.
-pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
+pub(super) fn update_storage(set: &StatefulSet, pod: &mut Pod) {
     let claims = claims_for(set, ordinal(pod));
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
     let current = spec.volumes.take().unwrap_or_default();
@@ -240,7 +244,7 @@ pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
 }
 
 /// Name, namespace and the pod-name and pod-index labels of the pod's ordinal.
-pub fn update_identity(set: &StatefulSet, pod: &mut Pod) {
+pub(super) fn update_identity(set: &StatefulSet, pod: &mut Pod) {
     let ordinal = ordinal(pod);
     let name = pod_name(set, ordinal);
     pod.metadata.name = Some(name.clone());
@@ -251,7 +255,7 @@ pub fn update_identity(set: &StatefulSet, pod: &mut Pod) {
 }
 
 /// The identity plus hostname and subdomain, which are set only at creation.
-pub fn init_identity(set: &StatefulSet, pod: &mut Pod) {
+pub(super) fn init_identity(set: &StatefulSet, pod: &mut Pod) {
     update_identity(set, pod);
     let hostname = pod.metadata.name.clone();
     let subdomain = spec(set).service_name.clone().filter(|s| !s.is_empty());
@@ -260,53 +264,53 @@ pub fn init_identity(set: &StatefulSet, pod: &mut Pod) {
     spec.subdomain = subdomain;
 }
 
-pub fn pod_revision(pod: &Pod) -> &str {
+pub(super) fn pod_revision(pod: &Pod) -> &str {
     label(pod, history::POD_REVISION_LABEL).unwrap_or_default()
 }
 
-pub fn set_pod_revision(pod: &mut Pod, revision: &str) {
+pub(super) fn set_pod_revision(pod: &mut Pod, revision: &str) {
     pod.metadata
         .labels
         .get_or_insert_with(BTreeMap::new)
         .insert(history::POD_REVISION_LABEL.into(), revision.to_string());
 }
 
-pub fn is_running_and_ready(pod: &Pod) -> bool {
+pub(super) fn is_running_and_ready(pod: &Pod) -> bool {
     phase(pod) == "Running" && is_pod_ready(pod)
 }
 
-pub fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub(super) fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
     is_pod_available(pod, min_ready_seconds, now)
 }
 
 /// Created and kept by the API server (a pod the sync only built has no phase).
-pub fn is_created(pod: &Pod) -> bool {
+pub(super) fn is_created(pod: &Pod) -> bool {
     !phase(pod).is_empty()
 }
 
-pub fn is_pending(pod: &Pod) -> bool {
+pub(super) fn is_pending(pod: &Pod) -> bool {
     phase(pod) == "Pending"
 }
 
-pub fn is_failed(pod: &Pod) -> bool {
+pub(super) fn is_failed(pod: &Pod) -> bool {
     phase(pod) == "Failed"
 }
 
-pub fn is_succeeded(pod: &Pod) -> bool {
+pub(super) fn is_succeeded(pod: &Pod) -> bool {
     phase(pod) == "Succeeded"
 }
 
-pub fn is_terminating(pod: &Pod) -> bool {
+pub(super) fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-pub fn is_healthy(pod: &Pod) -> bool {
+pub(super) fn is_healthy(pod: &Pod) -> bool {
     is_running_and_ready(pod) && !is_terminating(pod)
 }
 
 /// A new pod of the set (at the set's template) for `ordinal`: the template's labels,
 /// annotations and finalizers, the set as controller, its identity and its claims.
-pub fn new_stateful_set_pod(set: &StatefulSet, ordinal: i32) -> Pod {
+pub(super) fn new_stateful_set_pod(set: &StatefulSet, ordinal: i32) -> Pod {
     let template = &spec(set).template;
     let mut pod = pod_from_template(template, set_name(set), Some(controller_ref(set)));
     pod.metadata.name = Some(pod_name(set, ordinal));
@@ -318,7 +322,7 @@ pub fn new_stateful_set_pod(set: &StatefulSet, ordinal: i32) -> Pod {
 /// The pod an empty ordinal gets: at the current revision below the partition (or, for
 /// a RollingUpdate without rollingUpdate, below status.currentReplicas), at the update
 /// revision otherwise.
-pub fn new_versioned_stateful_set_pod(
+pub(super) fn new_versioned_stateful_set_pod(
     current_set: &StatefulSet,
     update_set: &StatefulSet,
     current_revision: &str,
@@ -351,7 +355,11 @@ pub fn new_versioned_stateful_set_pod(
 /// The revision of the set's current template, numbered `revision`: the template patch,
 /// the template's labels plus the hash label, the set as controller, and the set's
 /// annotations.
-pub fn new_revision(set: &StatefulSet, revision: i64, collision_count: i32) -> ControllerRevision {
+pub(super) fn new_revision(
+    set: &StatefulSet,
+    revision: i64,
+    collision_count: i32,
+) -> ControllerRevision {
     let template = &spec(set).template;
     let mut cr = history::new_revision(
         &controller_ref(set),
@@ -371,7 +379,7 @@ pub fn new_revision(set: &StatefulSet, revision: i64, collision_count: i32) -> C
 
 /// The set as `revision` describes it: its template replaced by the revision's
 /// (upstream's ApplyRevision; the patch replaces the whole template).
-pub fn apply_revision(
+pub(super) fn apply_revision(
     set: &StatefulSet,
     revision: &ControllerRevision,
 ) -> Result<StatefulSet, String> {
@@ -390,14 +398,17 @@ pub fn apply_revision(
 }
 
 /// Sorts pods by descending ordinal (unparseable names last).
-pub fn sort_descending_ordinal(pods: &mut [Arc<Pod>]) {
+pub(super) fn sort_descending_ordinal(pods: &mut [Arc<Pod>]) {
     pods.sort_by_key(|pod| std::cmp::Reverse(ordinal(pod)));
 }
 
 /// The pods of one pass: those in the ordinal range by slot (`ordinal - start`, empty
 /// slots still to be made), and the condemned ones (an ordinal outside the range) by
 /// descending ordinal. Pods without an ordinal are left out.
-pub fn split_pods(set: &StatefulSet, pods: &[Arc<Pod>]) -> (Vec<Option<Arc<Pod>>>, Vec<Arc<Pod>>) {
+pub(super) fn split_pods(
+    set: &StatefulSet,
+    pods: &[Arc<Pod>],
+) -> (Vec<Option<Arc<Pod>>>, Vec<Arc<Pod>>) {
     let start = start_ordinal(set);
     let mut slots: Vec<Option<Arc<Pod>>> = vec![None; replicas(set).max(0) as usize];
     let mut condemned = Vec::new();
@@ -416,7 +427,7 @@ pub fn split_pods(set: &StatefulSet, pods: &[Arc<Pod>]) -> (Vec<Option<Arc<Pod>>
 
 /// Where the update revision comes from.
 #[derive(Debug)]
-pub enum UpdateRevision {
+pub(super) enum UpdateRevision {
     /// The latest revision already holds the set's template.
     Latest(Arc<ControllerRevision>),
     /// An older revision holds it (a rollback): it gets the next number.
@@ -427,7 +438,7 @@ pub enum UpdateRevision {
 
 /// Chooses the update revision among `revisions` (sorted oldest first) for the set's
 /// current template (upstream's getStatefulSetRevisions).
-pub fn choose_update_revision(
+pub(super) fn choose_update_revision(
     set: &StatefulSet,
     revisions: &[Arc<ControllerRevision>],
     collision_count: i32,
@@ -444,7 +455,7 @@ pub fn choose_update_revision(
 }
 
 /// The revision status.currentRevision names, if it is among `revisions`.
-pub fn named_current_revision(
+pub(super) fn named_current_revision(
     set: &StatefulSet,
     revisions: &[Arc<ControllerRevision>],
 ) -> Option<Arc<ControllerRevision>> {
@@ -457,7 +468,7 @@ pub fn named_current_revision(
 
 /// The revisions to delete to keep `revisionHistoryLimit`: the oldest of those that are
 /// neither live (used by a pod, or the current or update revision) nor within the limit.
-pub fn revisions_to_truncate<'a>(
+pub(super) fn revisions_to_truncate<'a>(
     set: &StatefulSet,
     pods: &[Arc<Pod>],
     revisions: &'a [Arc<ControllerRevision>],
@@ -476,7 +487,7 @@ pub fn revisions_to_truncate<'a>(
 
 /// The next move of a RollingUpdate over `replicas` (by slot).
 #[derive(Debug, PartialEq, Eq)]
-pub enum RollingStep {
+pub(super) enum RollingStep {
     /// Delete this slot's pod: the highest not at the update revision.
     Delete(usize),
     /// A higher pod is at the update revision but not healthy yet.
@@ -488,7 +499,7 @@ pub enum RollingStep {
 /// From the highest slot down to the partition: the first pod not at the update
 /// revision (and not already going) is deleted; an updated pod that is not healthy
 /// stops the walk.
-pub fn next_rolling_step(
+pub(super) fn next_rolling_step(
     set: &StatefulSet,
     replicas: &[Arc<Pod>],
     update_revision: &str,
@@ -513,12 +524,12 @@ pub fn next_rolling_step(
 /// `spec.persistentVolumeClaimRetentionPolicy`: what happens to claims when the set is
 /// deleted and when it scales down. Unknown values count as Retain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetentionPolicy {
+pub(super) struct RetentionPolicy {
     pub delete_when_deleted: bool,
     pub delete_when_scaled: bool,
 }
 
-pub fn retention_policy(set: &StatefulSet) -> RetentionPolicy {
+pub(super) fn retention_policy(set: &StatefulSet) -> RetentionPolicy {
     let policy = set
         .spec
         .as_ref()
@@ -546,7 +557,7 @@ pub fn retention_policy(set: &StatefulSet) -> RetentionPolicy {
 }
 
 /// Who may own a claim: the set or one of its pods.
-pub struct Owner<'a> {
+pub(super) struct Owner<'a> {
     pub api_version: &'a str,
     pub kind: &'a str,
     pub name: &'a str,
@@ -554,7 +565,7 @@ pub struct Owner<'a> {
 }
 
 impl<'a> Owner<'a> {
-    pub fn set(set: &'a StatefulSet) -> Self {
+    pub(super) fn set(set: &'a StatefulSet) -> Self {
         Owner {
             api_version: "apps/v1",
             kind: "StatefulSet",
@@ -563,7 +574,7 @@ impl<'a> Owner<'a> {
         }
     }
 
-    pub fn pod(pod: &'a Pod) -> Self {
+    pub(super) fn pod(pod: &'a Pod) -> Self {
         Owner {
             api_version: "v1",
             kind: "Pod",
@@ -573,7 +584,7 @@ impl<'a> Owner<'a> {
     }
 }
 
-pub fn has_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
+pub(super) fn has_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
     target
         .owner_references
         .iter()
@@ -583,7 +594,7 @@ pub fn has_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
 
 /// A reference to an owner of the same name but another UID (an earlier pod of that
 /// ordinal, or a pod never created).
-pub fn has_stale_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
+pub(super) fn has_stale_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
     target
         .owner_references
         .iter()
@@ -592,7 +603,7 @@ pub fn has_stale_owner_ref(target: &ObjectMeta, owner: &Owner) -> bool {
 }
 
 /// Adds a plain (non-controller) reference to `owner`; true if the target changed.
-pub fn set_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
+pub(super) fn set_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
     if has_owner_ref(target, owner) {
         return false;
     }
@@ -611,7 +622,7 @@ pub fn set_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
 }
 
 /// Removes the references to `owner`; true if the target changed.
-pub fn remove_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
+pub(super) fn remove_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
     if !has_owner_ref(target, owner) {
         return false;
     }
@@ -624,7 +635,7 @@ pub fn remove_owner_ref(target: &mut ObjectMeta, owner: &Owner) -> bool {
 /// Are the claim's ownerReferences what the policy asks for this pod: the set owns it
 /// when claims go with the set (and the pod is in range), the pod owns it when claims go
 /// with a scale-down and the pod is condemned.
-pub fn claim_owner_matches_set_and_pod(
+pub(super) fn claim_owner_matches_set_and_pod(
     claim: &PersistentVolumeClaim,
     set: &StatefulSet,
     pod: &Pod,
@@ -644,7 +655,7 @@ pub fn claim_owner_matches_set_and_pod(
 }
 
 /// Sets the claim's ownerReferences as the policy asks; true if the claim changed.
-pub fn update_claim_owner_refs(
+pub(super) fn update_claim_owner_refs(
     claim: &mut PersistentVolumeClaim,
     set: &StatefulSet,
     pod: &Pod,
