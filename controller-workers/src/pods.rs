@@ -174,6 +174,25 @@ fn log_rank(time: Timestamp, now: Timestamp) -> i64 {
     }
 }
 
+/// The pod store index by `spec.nodeName` (controllers that follow nodes to their pods).
+pub(crate) const BY_NODE: &str = "spec.nodeName";
+
+/// Adds the [`BY_NODE`] index to a pod store (controllers sharing the store may each ask;
+/// the index is built once).
+pub(crate) fn index_by_node(pods: &crate::store::Store<Pod>) {
+    pods.add_index(
+        BY_NODE,
+        std::sync::Arc::new(|pod: &Pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|spec| spec.node_name.clone())
+                .filter(|name| !name.is_empty())
+                .into_iter()
+                .collect()
+        }),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,7 +59,6 @@ const POD_WORKERS: usize = 4;
 const TAINTING_PERIOD: Duration = Duration::from_millis(100);
 const HEALTH_UPDATE_RETRIES: usize = 5;
 const HEALTH_RETRY_SLEEP: Duration = Duration::from_millis(20);
-const PODS_BY_NODE: &str = "spec.nodeName";
 
 /// The controller's flags (KCM's names, defaults and help).
 #[derive(Clone, Debug, clap::Args)]
@@ -149,17 +148,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
     let leases = context.informers.get::<Lease>();
     let nodes = context.informers.get::<Node>();
     let pods = context.informers.get::<Pod>();
-    pods.store().add_index(
-        PODS_BY_NODE,
-        Arc::new(|pod: &Pod| {
-            pod.spec
-                .as_ref()
-                .and_then(|spec| spec.node_name.clone())
-                .filter(|name| !name.is_empty())
-                .into_iter()
-                .collect()
-        }),
-    );
+    crate::pods::index_by_node(pods.store());
     let controller = Arc::new(Controller {
         client,
         recorder,
@@ -297,7 +286,7 @@ impl Controller {
     }
 
     fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
-        self.pods.by_index(PODS_BY_NODE, node)
+        self.pods.by_index(crate::pods::BY_NODE, node)
     }
 
     /// The renewTime of the node's Lease; a Lease without one says nothing.

@@ -38,10 +38,6 @@ pub const RESOURCES: &[&str] = &["v1/nodes", "v1/pods"];
 const WORKERS: usize = 8;
 const DELETE_RETRIES: usize = 5;
 const DELETE_RETRY_SLEEP: Duration = Duration::from_millis(10);
-/// The same index (name and values) as the node-lifecycle controller's, so a worker
-/// running both keeps one.
-const PODS_BY_NODE: &str = "spec.nodeName";
-
 /// The NoExecute taints of a list.
 pub fn no_execute(taints: &[Taint]) -> Vec<Taint> {
     taints
@@ -154,17 +150,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {
     let pod_queue = context.queue("noexec_taint_pod");
     let nodes = context.informers.get::<Node>();
     let pods = context.informers.get::<Pod>();
-    pods.store().add_index(
-        PODS_BY_NODE,
-        Arc::new(|pod: &Pod| {
-            pod.spec
-                .as_ref()
-                .and_then(|spec| spec.node_name.clone())
-                .filter(|name| !name.is_empty())
-                .into_iter()
-                .collect()
-        }),
-    );
+    crate::pods::index_by_node(pods.store());
     let controller = Arc::new(Controller {
         client,
         recorder,
@@ -271,7 +257,7 @@ impl Controller {
                 tainted.insert(name.to_string(), taints.clone());
             }
         }
-        let pods = self.pods.by_index(PODS_BY_NODE, name);
+        let pods = self.pods.by_index(crate::pods::BY_NODE, name);
         let now = Instant::now();
         for pod in pods {
             let key = key_of(&pod.metadata);
