@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod faults;
 pub mod go_json;
+mod gofmt;
 pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;

@@ -146,43 +146,12 @@ fn is_valid_label_value(value: &str) -> Vec<String> {
     errs
 }
 
-/// `%q` of a string, as Go's strconv.Quote writes it.
-fn go_quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                if (c as u32) <= 0xffff {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// `%#v` of a `[]string`.
 fn go_string_slice(values: &[String], nil: bool) -> String {
     if nil {
         return "[]string(nil)".to_string();
     }
-    let parts: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+    let parts: Vec<String> = values.iter().map(|v| crate::gofmt::quote(v)).collect();
     format!("[]string{{{}}}", parts.join(", "))
 }
 
@@ -250,7 +219,11 @@ impl Requirement {
         let mut errs = Vec::new();
         let key_errs = is_qualified_name(key);
         if !key_errs.is_empty() {
-            errs.push(field_invalid("key", &go_quote(key), &key_errs.join("; ")));
+            errs.push(field_invalid(
+                "key",
+                &crate::gofmt::quote(key),
+                &key_errs.join("; "),
+            ));
         }
         let bad = || go_string_slice(&values, nil_values && values.is_empty());
         match op {
@@ -293,7 +266,7 @@ impl Requirement {
                     if parse_go_int(v).is_none() {
                         errs.push(field_invalid(
                             &format!("values[{}]", i),
-                            &go_quote(v),
+                            &crate::gofmt::quote(v),
                             "for 'Gt', 'Lt' operators, the value must be an integer",
                         ));
                     }
@@ -305,7 +278,7 @@ impl Requirement {
             if !verrs.is_empty() {
                 errs.push(field_invalid(
                     &format!("values[{}][{}]", i, key),
-                    &go_quote(v),
+                    &crate::gofmt::quote(v),
                     &verrs.join("; "),
                 ));
             }
@@ -499,7 +472,7 @@ impl LabelSelector {
                         _ => {
                             return Err(format!(
                                 "{} is not a valid label selector operator",
-                                go_quote(&op_name)
+                                crate::gofmt::quote(&op_name)
                             ))
                         }
                     };
@@ -818,7 +791,7 @@ impl Parser {
         if !key_errs.is_empty() {
             return Err(field_invalid(
                 "<nil>",
-                &go_quote(&lit),
+                &crate::gofmt::quote(&lit),
                 &key_errs.join("; "),
             ));
         }
@@ -1418,10 +1391,13 @@ pub fn supported_field(resource: &str, field: &str) -> bool {
 pub fn unsupported_field_message(resource: &str, field: &str) -> String {
     match resource_fields(resource).reject {
         Reject::NotSupported => format!("field label not supported: {}", field),
-        Reject::Job => format!("field label {} not supported for Job", go_quote(field)),
+        Reject::Job => format!(
+            "field label {} not supported for Job",
+            crate::gofmt::quote(field)
+        ),
         Reject::Default => format!(
             "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
-            go_quote(field)
+            crate::gofmt::quote(field)
         ),
     }
 }

@@ -158,7 +158,7 @@ fn lookup_struct(ty: Ty, key: &str) -> Res<(Ty, Strat)> {
         Ty::Opaque(name) => Err(PatchError::new(format!(
             "unable to find api field in struct {} for the json field {}",
             name,
-            go_quote(key)
+            crate::gofmt::quote(key)
         ))),
         Ty::S(name) => Ok(match field_meta(name, key) {
             Some((t, s, _)) => (t, s),
@@ -403,26 +403,6 @@ fn go_v_list(l: &[Value]) -> String {
     format!("[{}]", l.iter().map(go_v).collect::<Vec<_>>().join(" "))
 }
 
-/// `%q` of a string.
-fn go_quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn err_no_merge_key(m: &JMap, key: &str) -> PatchError {
     PatchError::new(format!(
         "map: {} does not contain declared merge key: {}",
@@ -650,7 +630,7 @@ fn extract_key(s: &str, prefix: &str) -> Res<String> {
             } else {
                 format!(
                     "fail to find unknown prefix {} in {}\n",
-                    go_quote(prefix),
+                    crate::gofmt::quote(prefix),
                     s
                 )
             },
@@ -2680,7 +2660,7 @@ mod tests {
             "map[a:map[x:true] b:[1 2.5 <nil>]]"
         );
         assert_eq!(go_s(&json!(true)), "%!s(bool=true)");
-        assert_eq!(go_quote("a\"b"), "\"a\\\"b\"");
+        assert_eq!(crate::gofmt::quote("a\"b"), "\"a\\\"b\"");
     }
 
     #[test]
