@@ -49,7 +49,8 @@ pub fn duration(text: &str) -> Option<Duration> {
         total += value * unit;
         rest = &rest[u..];
     }
-    total.is_finite().then(|| Duration::from_secs_f64(total))
+    // Beyond what Go's int64 nanoseconds hold is refused, never a panic.
+    (total.is_finite() && total < 9.2e9).then(|| Duration::from_secs_f64(total))
 }
 
 #[cfg(test)]
@@ -79,7 +80,7 @@ mod tests {
         assert_eq!(duration("1.5h"), Some(Duration::from_secs(5400)));
         assert_eq!(duration("2"), Some(Duration::from_secs(2)));
         assert_eq!(duration("0"), Some(Duration::ZERO));
-        for bad in ["", "s", "3 s", "3x", "-1", "1m-3s"] {
+        for bad in ["", "s", "3 s", "3x", "-1", "1m-3s", "99999999999999999999h"] {
             assert_eq!(duration(bad), None, "{bad:?}");
         }
     }
