@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
 use serde_json::json;
 use tracing::{debug, info};
 
@@ -48,10 +49,6 @@ fn updated_and_old(pods: &[Arc<Pod>], hash: &str, generation: Option<i64>) -> Op
         *slot = Some(pod.clone());
     }
     Some((new, old))
-}
-
-fn name(pod: &Pod) -> String {
-    pod.metadata.name.clone().unwrap_or_default()
 }
 
 fn ds_template(ds: &DaemonSet) -> k8s_openapi::api::core::v1::PodTemplateSpec {
@@ -132,9 +129,9 @@ impl Controller {
                     (None, Some(old)) => {
                         if !available(&old) {
                             // Not available anyway: replacing it costs nothing.
-                            allowed_replacements.push(name(&old));
+                            allowed_replacements.push(old.name_any());
                         } else if unavailable < max_unavailable {
-                            candidates.push(name(&old));
+                            candidates.push(old.name_any());
                         }
                     }
                 }
@@ -181,10 +178,10 @@ impl Controller {
                             // Nothing to lose: start the new pod at once.
                             allowed_nodes.push(node_name.clone());
                         } else {
-                            to_delete.push(name(&old));
+                            to_delete.push(old.name_any());
                         }
                     } else if !should_run {
-                        should_not_run.push(name(&old));
+                        should_not_run.push(old.name_any());
                     } else if surging < max_surge {
                         candidate_nodes.push(node_name.clone());
                     }
@@ -194,7 +191,7 @@ impl Controller {
                         surging += 1;
                     } else {
                         // The replacement is available: the old pod can go.
-                        to_delete.push(name(&old));
+                        to_delete.push(old.name_any());
                     }
                 }
             }
@@ -379,9 +376,13 @@ impl Controller {
                 if hash != Some(&keep_hash) {
                     let patch = json!({"metadata": {"labels": {POD_REVISION_LABEL: keep_hash}}});
                     pods_api
-                        .patch(&name(&pod), &PatchParams::default(), &Patch::Merge(&patch))
+                        .patch(
+                            &pod.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
                         .await
-                        .with_context(|| format!("relabelling pod {}", name(&pod)))?;
+                        .with_context(|| format!("relabelling pod {}", pod.name_any()))?;
                 }
             }
             let duplicate_name = duplicate.metadata.name.clone().unwrap_or_default();
