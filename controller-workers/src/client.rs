@@ -85,6 +85,27 @@ impl ClientFactory {
         Ok(factory)
     }
 
+    /// The certificate authorities the kubeconfig trusts for the API server, PEM-encoded
+    /// (KCM's `CAData` of a controller's client config); `None` when it names none.
+    pub fn root_ca_pem(&self) -> Option<String> {
+        use base64::Engine as _;
+        let certs = self.config.root_cert.as_ref().filter(|c| !c.is_empty())?;
+        let mut pem = String::new();
+        for der in certs {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(der);
+            pem.push_str("-----BEGIN CERTIFICATE-----\n");
+            let mut rest = encoded.as_str();
+            while !rest.is_empty() {
+                let (line, tail) = rest.split_at(rest.len().min(64));
+                pem.push_str(line);
+                pem.push('\n');
+                rest = tail;
+            }
+            pem.push_str("-----END CERTIFICATE-----\n");
+        }
+        Some(pem)
+    }
+
     /// A client for the controller `name` (KCM's canonical controller name). With
     /// ServiceAccount credentials it carries no kubeconfig credential of its own (KCM's
     /// anonymous copy of the config) and waits for its token before its first request.

@@ -10,8 +10,9 @@ use std::collections::BTreeSet;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
-    cronjob, daemonset, deployment, disruption, garbagecollector, job, namespace, nodelifecycle,
-    replicaset, serviceaccount, statefulset, tainteviction, ttlafterfinished,
+    clusterroleaggregation, cronjob, daemonset, deployment, disruption, garbagecollector, job,
+    namespace, nodelifecycle, replicaset, rootcacertpublisher, serviceaccount, statefulset,
+    tainteviction, ttlafterfinished,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,6 +149,8 @@ pub struct ControllerOptions {
     pub garbage_collector: garbagecollector::Options,
     #[command(flatten)]
     pub node_lifecycle: nodelifecycle::Options,
+    #[command(flatten)]
+    pub root_ca_cert_publisher: rootcacertpublisher::Options,
 }
 
 impl ControllerOptions {
@@ -456,7 +459,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("clusterrole-aggregation"),
         Default,
         Some("clusterrole-aggregation-controller"),
-        None,
+        Some(Implementation {
+            resources: clusterroleaggregation::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are ClusterRoles, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, _| one(clusterroleaggregation::build(c)),
+        }),
     ),
     d(
         "persistentvolumeclaim-protection-controller",
@@ -488,7 +497,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("root-ca-cert-publisher"),
         Default,
         Some("root-ca-cert-publisher"),
-        None,
+        Some(Implementation {
+            resources: rootcacertpublisher::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| rootcacertpublisher::build(c, &o.root_ca_cert_publisher),
+        }),
     ),
     d(
         "ephemeral-volume-controller",

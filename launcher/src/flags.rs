@@ -111,9 +111,6 @@ pub(crate) struct LauncherArgs {
 
     // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
     // them yet, and names each one given in a warning at start.
-    /// Not acted on yet (root-ca-cert-publisher, serviceaccount-token).
-    #[arg(long)]
-    pub root_ca_file: Option<PathBuf>,
     /// Not acted on yet (serviceaccount-token).
     #[arg(long)]
     pub service_account_private_key_file: Option<PathBuf>,
@@ -180,7 +177,6 @@ impl LauncherArgs {
             };
         }
         check!(
-            root_ca_file => "--root-ca-file",
             service_account_private_key_file => "--service-account-private-key-file",
             cluster_signing_cert_file => "--cluster-signing-cert-file",
             cluster_signing_key_file => "--cluster-signing-key-file",

@@ -39,7 +39,11 @@ impl std::ops::Deref for Stack {
 impl Stack {
     async fn start() -> Stack {
         Stack(
-            WorkerStack::start(&["--controllers", "daemonset,serviceaccount,nodelifecycle"]).await,
+            WorkerStack::start(&[
+                "--controllers",
+                "daemonset,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+            ])
+            .await,
         )
     }
 

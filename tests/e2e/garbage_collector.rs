@@ -509,8 +509,11 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
 /// must be released, with its pods, before the Deployment goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_deletion_made_while_the_collector_is_down_keeps_replicasets_and_pods() {
-    let mut stack =
-        WorkerStack::start(&["--controllers", "deployment,replicaset,nodelifecycle"]).await;
+    let mut stack = WorkerStack::start(&[
+        "--controllers",
+        "deployment,replicaset,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let mut collector = Worker::start(
         &stack.cluster,
         &stack.informer,

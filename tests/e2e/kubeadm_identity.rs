@@ -67,10 +67,22 @@ async fn launch_as_kubeadm(cluster: &TestCluster, dir: &Path) -> Option<Launcher
         command.contains(&"--use-service-account-credentials=true".to_string()),
         "the manifest runs the controllers with their own credentials, as kubeadm does"
     );
+    // kubeadm's CA file (--root-ca-file): on kube-sim, its own cluster CA.
+    let root_ca = match cluster.sim.as_ref().and_then(|sim| sim.ca()) {
+        Some((ca, _)) => {
+            let path = dir.join("ca.crt");
+            std::fs::write(&path, ca).expect("writing the cluster CA");
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/ca.crt".to_string(),
+    };
     let args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
-        .map(|flag| flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig))
+        .map(|flag| {
+            flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
+                .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
+        })
         .collect();
     let launcher = Launcher::start_with(args)
         .await

@@ -428,27 +428,44 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
         }
         None => cluster.kubeconfig.display().to_string(),
     };
+    // kubeadm's CA file (--root-ca-file, acted on by the root-ca publisher): on kube-sim,
+    // its own cluster CA.
+    let root_ca = match cluster.sim.as_ref().and_then(|sim| sim.ca()) {
+        Some((ca, _)) => {
+            let path = dir.path().join("ca.crt");
+            std::fs::write(&path, ca).unwrap();
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/ca.crt".to_string(),
+    };
     let mut args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
-        .map(|flag| flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig))
+        .map(|flag| {
+            flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
+                .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
+        })
         .collect();
     if cluster.sim.is_none() {
         args.push(format!("--leader-elect-resource-name={}", lease_name()));
     }
     let launcher = Launcher::start_with(args).await.unwrap();
     let log = launcher.log();
-    for flag in ["--root-ca-file", "--cluster-signing-cert-file"] {
+    for flag in [
+        "--service-account-private-key-file",
+        "--cluster-signing-cert-file",
+    ] {
         assert!(
             log.contains(&format!("flag=\"{flag}\"")) || log.contains(&format!("flag={flag}")),
             "no warning naming {flag}:\n{log}"
         );
     }
-    let flag = "--use-service-account-credentials";
-    assert!(
-        !log.contains(&format!("flag=\"{flag}\"")) && !log.contains(&format!("flag={flag} ")),
-        "{flag} is acted on, not warned about:\n{log}"
-    );
+    for flag in ["--use-service-account-credentials", "--root-ca-file"] {
+        assert!(
+            !log.contains(&format!("flag=\"{flag}\"")) && !log.contains(&format!("flag={flag} ")),
+            "{flag} is acted on, not warned about:\n{log}"
+        );
+    }
     // Delegated authentication is on (--authentication-kubeconfig): /metrics needs a token.
     let out = tokio::process::Command::new("curl")
         .args([

@@ -38,7 +38,9 @@ impl Stack {
             return None;
         }
         let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let mut args = vec!["--controllers", controllers];
+        // The pods' kube-api-access volume needs the root-ca publisher's ConfigMap.
+        let controllers = format!("{controllers},root-ca-cert-publisher");
+        let mut args = vec!["--controllers", controllers.as_str()];
         args.extend_from_slice(FAST);
         let worker = Worker::start(&cluster, &informer, &args).await.unwrap();
         let nodes = simulated_nodes_with(

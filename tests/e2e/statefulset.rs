@@ -34,7 +34,13 @@ impl std::ops::Deref for Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        Stack(WorkerStack::start(&["--controllers", "statefulset,nodelifecycle"]).await)
+        Stack(
+            WorkerStack::start(&[
+                "--controllers",
+                "statefulset,nodelifecycle,root-ca-cert-publisher",
+            ])
+            .await,
+        )
     }
 
     fn sets(&self, ns: &str) -> Api<StatefulSet> {

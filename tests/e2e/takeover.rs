@@ -82,7 +82,10 @@ async fn a_deployment_kcm_rolled_out_is_adopted_without_a_new_replicaset() {
     let worker = Worker::start(
         &cluster,
         &informer,
-        &["--controllers", "deployment,replicaset,nodelifecycle"],
+        &[
+            "--controllers",
+            "deployment,replicaset,nodelifecycle,root-ca-cert-publisher",
+        ],
     )
     .await
     .unwrap();
@@ -111,7 +114,7 @@ async fn a_deployment_kcm_rolled_out_is_adopted_without_a_new_replicaset() {
         .collect();
     assert_eq!(
         names,
-        [rs_name.clone()],
+        std::slice::from_ref(&rs_name),
         "KCM's ReplicaSet kept, no new one"
     );
     let running: BTreeSet<String> = pods

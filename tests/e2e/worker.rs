@@ -40,7 +40,7 @@ impl Stack {
     async fn start() -> Stack {
         Self::start_with(&[
             "--controllers",
-            "deployment,replicaset,replicationcontroller,serviceaccount,disruption,nodelifecycle",
+            "deployment,replicaset,replicationcontroller,serviceaccount,disruption,nodelifecycle,root-ca-cert-publisher",
         ])
         .await
     }
@@ -778,7 +778,11 @@ async fn pod_disruption_budgets_get_their_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods() {
     use k8s_openapi::api::batch::v1::Job;
-    let s = Stack::start_with(&["--controllers", "job,serviceaccount,nodelifecycle"]).await;
+    let s = Stack::start_with(&[
+        "--controllers",
+        "job,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let ns = s.namespace("job").await;
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
     let job = |name: &str, spec: serde_json::Value, exit_code: &str| -> Job {
@@ -923,7 +927,11 @@ async fn jobs_run_to_completion_fail_at_their_backoff_limit_and_index_their_pods
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_failure_policy_fails_the_job_on_a_fatal_exit_code_and_ignores_another() {
     use k8s_openapi::api::batch::v1::Job;
-    let s = Stack::start_with(&["--controllers", "job,serviceaccount,nodelifecycle"]).await;
+    let s = Stack::start_with(&[
+        "--controllers",
+        "job,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let ns = s.namespace("pfp").await;
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
     let job = |name: &str, action: &str, code: i32| -> Job {
@@ -1036,7 +1044,11 @@ async fn a_pod_failure_policy_fails_the_job_on_a_fatal_exit_code_and_ignores_ano
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_indexed_job_retries_a_failing_index_within_its_per_index_backoff_limit() {
     use k8s_openapi::api::batch::v1::Job;
-    let s = Stack::start_with(&["--controllers", "job,serviceaccount,nodelifecycle"]).await;
+    let s = Stack::start_with(&[
+        "--controllers",
+        "job,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let ns = s.namespace("bpi").await;
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(s.cluster.client.clone(), &ns);
@@ -1177,7 +1189,11 @@ async fn an_indexed_job_retries_a_failing_index_within_its_per_index_backoff_lim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_pods_are_refused_reports_it_and_runs_once_they_are_accepted() {
     use k8s_openapi::api::batch::v1::Job;
-    let s = Stack::start_with(&["--controllers", "job,serviceaccount,nodelifecycle"]).await;
+    let s = Stack::start_with(&[
+        "--controllers",
+        "job,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let ns = s.namespace("refused").await;
     let jobs: Api<Job> = Api::namespaced(s.cluster.client.clone(), &ns);
     // The pods name a ServiceAccount that does not exist yet: the API server refuses
@@ -1232,7 +1248,11 @@ async fn a_job_whose_pods_are_refused_reports_it_and_runs_once_they_are_accepted
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cronjob_starts_its_job_at_the_next_minute() {
     use k8s_openapi::api::batch::v1::{CronJob, Job};
-    let s = Stack::start_with(&["--controllers", "job,cronjob,serviceaccount,nodelifecycle"]).await;
+    let s = Stack::start_with(&[
+        "--controllers",
+        "job,cronjob,serviceaccount,nodelifecycle,root-ca-cert-publisher",
+    ])
+    .await;
     let ns = s.namespace("cron").await;
     let cronjobs: Api<CronJob> = Api::namespaced(s.cluster.client.clone(), &ns);
     let cronjob: CronJob = serde_json::from_value(serde_json::json!({

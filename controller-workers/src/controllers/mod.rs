@@ -2,6 +2,7 @@
 //! declares what the controller reads (`RESOURCES`), its flags (`Options`, when it has
 //! any) and its `build`; the registry ([`crate::registry`]) lists them with KCM's names.
 
+pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -11,6 +12,7 @@ pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod rootcacertpublisher;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;

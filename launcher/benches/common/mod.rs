@@ -96,8 +96,12 @@ impl Rkcm {
             .arg("--informer")
             .arg(format!("unix://{}", socket.display()))
             // node-sim leaves the API server's startup taint to the node-lifecycle
-            // controller, as kubelet does: without it no pod would ever be scheduled.
-            .args(["--controllers", &format!("{controllers},nodelifecycle")])
+            // controller, as kubelet does: without it no pod would ever be scheduled; and
+            // a pod's kube-api-access volume waits for the root-ca publisher's ConfigMap.
+            .args([
+                "--controllers",
+                &format!("{controllers},nodelifecycle,root-ca-cert-publisher"),
+            ])
             .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
             .env("RKCM_LOG", "warn")
             .kill_on_drop(true)

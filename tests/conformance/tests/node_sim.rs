@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_sim::nodesim::{self, kubelet, nodes, ConditionType, NodeSim, NodeSimConfig};
 use rkcm_conformance::{api_code, wait_for, TestCluster};
@@ -34,6 +34,7 @@ async fn start(nodes: usize, tune: impl FnOnce(&mut NodeSimConfig)) -> Sim {
         ..Default::default()
     };
     tune(&mut cfg);
+    publish_root_ca(&c, &ns).await;
     let yaml = std::fs::read_to_string(&c.kubeconfig).unwrap();
     let client = nodesim::client_from_kubeconfig(&yaml).await.unwrap();
     let node_sim = NodeSim::start(client, cfg);
@@ -42,6 +43,22 @@ async fn start(nodes: usize, tune: impl FnOnce(&mut NodeSimConfig)) -> Sim {
         ns,
         node_sim,
         prefix,
+    }
+}
+
+/// No controller manager runs in these tests, so nothing publishes `kube-root-ca.crt`,
+/// which every pod's `kube-api-access-*` volume mounts: the test does it, as one on a
+/// cluster without KCM would (on a real cluster KCM has done it already).
+async fn publish_root_ca(c: &TestCluster, ns: &str) {
+    let config_maps: Api<ConfigMap> = Api::namespaced(c.client.clone(), ns);
+    let ca = serde_json::from_value(json!({
+        "metadata": {"name": "kube-root-ca.crt"},
+        "data": {"ca.crt": "test CA"},
+    }))
+    .unwrap();
+    let created = config_maps.create(&PostParams::default(), &ca).await;
+    if api_code(&created) != Some(409) {
+        created.unwrap_or_else(|e| panic!("creating kube-root-ca.crt in {ns}: {e}"));
     }
 }
 
@@ -205,6 +222,49 @@ async fn three_simulated_nodes_show_ready_in_kubectl() {
             "{n} keeps the startup taint without a controller manager: {taints:?}"
         );
     }
+    s.c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_waits_in_container_creating_until_its_configmap_exists() {
+    let s = start(1, |_| {}).await;
+    let extra = json!({"spec": {
+    "containers": [{"name": "app", "image": "nginx:1",
+                    "volumeMounts": [{"name": "settings", "mountPath": "/etc/app"}]}],
+    "volumes": [
+        {"name": "settings", "configMap": {"name": "app-settings"}},
+        {"name": "maybe", "secret": {"secretName": "absent", "optional": true}}
+    ]}});
+    s.pods()
+        .create(&PostParams::default(), &s.pod("waits", extra))
+        .await
+        .unwrap();
+    let message =
+        "MountVolume.SetUp failed for volume \"settings\" : configmap \"app-settings\" not found";
+    s.wait_events("waits", &[("FailedMount", "kubelet", message.into())])
+        .await;
+    let p = s.pods().get("waits").await.unwrap();
+    assert_eq!(phase(&p), "Pending");
+    let cs = &p
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0];
+    let waiting = cs.state.as_ref().and_then(|st| st.waiting.as_ref());
+    assert_eq!(
+        waiting.and_then(|w| w.reason.as_deref()),
+        Some("ContainerCreating"),
+        "{cs:?}"
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(s.c.client.clone(), &s.ns);
+    let settings = serde_json::from_value(json!({"metadata": {"name": "app-settings"}})).unwrap();
+    config_maps
+        .create(&PostParams::default(), &settings)
+        .await
+        .unwrap();
+    s.wait_pod("waits", "Running and Ready", is_ready).await;
     s.c.cleanup().await;
 }
 
@@ -512,6 +572,7 @@ async fn node_sim_registers_again_after_the_api_server_restarts_empty() {
     s.c.kubectl_ok(&["create", "serviceaccount", "default", "-n", &s.ns])
         .await
         .unwrap();
+    publish_root_ca(&s.c, &s.ns).await;
     s.pods()
         .create(&PostParams::default(), &s.pod("reborn", json!({})))
         .await

@@ -11,6 +11,11 @@
 //! node are left as the API server has them; a partitioned node's are not written until the
 //! partition is lifted.
 //!
+//! A pod whose ConfigMap, Secret or projected volume sources name an object that does not
+//! exist (and is not `optional: true`) stays ContainerCreating, with a FailedMount warning
+//! worded as kubelet's, and is retried every few seconds until the object is there, as the
+//! `kube-api-access-*` volume makes every pod wait for its namespace's `kube-root-ca.crt`.
+//!
 //! [`advance`] (the lifecycle state machine) and [`build_status`] are pure; [`run`] feeds
 //! them from the pod watch through kube-runtime's `applier` and writes the results.
 
@@ -22,8 +27,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ConfigMap, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus, Secret,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -72,6 +77,14 @@ pub struct PodRuntime {
     pub started_reported: bool,
     /// The Killing events have been posted.
     pub killing_reported: bool,
+    /// Why the pod's volumes cannot be set up yet (a ConfigMap or Secret it needs is
+    /// missing): its containers wait until they can.
+    pub mount_failure: Option<String>,
+    /// When the last FailedMount event was posted.
+    pub mount_event_at: Option<Millis>,
+    /// When the volumes could be set up after having failed: the containers start no
+    /// earlier.
+    pub mounted_at: Option<Millis>,
 }
 
 /// The pod's timings, from its annotations (an unreadable annotation is ignored).
@@ -169,7 +182,10 @@ pub fn advance(pod: &Pod, rt: &mut PodRuntime, now: Millis, timing: &Timing) -> 
         match rt.started {
             None => {
                 let at = match rt.last_exit {
-                    None => rt.admitted.saturating_add(timing.start_delay),
+                    None => rt
+                        .admitted
+                        .saturating_add(timing.start_delay)
+                        .max(rt.mounted_at.unwrap_or(Millis::MIN)),
                     Some(e) => e
                         .finished
                         .saturating_add(crash_backoff(timing.restart_backoff, rt.restarts)),
@@ -599,6 +615,8 @@ pub enum KubeletError {
     Status { pod: String, source: kube::Error },
     #[error("deleting pod {pod}: {source}")]
     Delete { pod: String, source: kube::Error },
+    #[error("looking up the volume sources of pod {pod}: {source}")]
+    Mount { pod: String, source: kube::Error },
 }
 
 #[derive(Default)]
@@ -707,6 +725,109 @@ impl Kubelet {
     }
 }
 
+/// How often a pod whose volumes cannot be set up is looked at again.
+const MOUNT_RETRY: Duration = Duration::from_secs(2);
+/// A FailedMount event with an unchanged message is posted again after this long.
+const MOUNT_EVENT_REPEAT: Millis = 30_000;
+
+/// The kind of object a volume takes its files from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountKind {
+    ConfigMap,
+    Secret,
+}
+
+/// An object a pod's volume needs before its containers can start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountSource {
+    pub volume: String,
+    pub kind: MountKind,
+    pub name: String,
+}
+
+impl MountSource {
+    /// kubelet's message when the object is missing.
+    pub fn not_found_message(&self) -> String {
+        let kind = match self.kind {
+            MountKind::ConfigMap => "configmap",
+            MountKind::Secret => "secret",
+        };
+        format!(
+            "MountVolume.SetUp failed for volume \"{}\" : {kind} \"{}\" not found",
+            self.volume, self.name
+        )
+    }
+}
+
+/// The ConfigMaps and Secrets the pod's volumes need (directly or as projected sources),
+/// leaving out those marked `optional: true`.
+pub fn required_mount_sources(pod: &Pod) -> Vec<MountSource> {
+    let mut sources = Vec::new();
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    for volume in volumes {
+        let mut need = |kind: MountKind, name: Option<&str>, optional: Option<bool>| {
+            if optional != Some(true) {
+                sources.push(MountSource {
+                    volume: volume.name.clone(),
+                    kind,
+                    name: name.unwrap_or_default().to_string(),
+                });
+            }
+        };
+        if let Some(cm) = &volume.config_map {
+            need(MountKind::ConfigMap, Some(cm.name.as_str()), cm.optional);
+        }
+        if let Some(secret) = &volume.secret {
+            need(
+                MountKind::Secret,
+                secret.secret_name.as_deref(),
+                secret.optional,
+            );
+        }
+        let projected = volume
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten());
+        for source in projected {
+            if let Some(cm) = &source.config_map {
+                need(MountKind::ConfigMap, Some(cm.name.as_str()), cm.optional);
+            }
+            if let Some(secret) = &source.secret {
+                need(
+                    MountKind::Secret,
+                    Some(secret.name.as_str()),
+                    secret.optional,
+                );
+            }
+        }
+    }
+    sources
+}
+
+/// The first of the pod's required volume sources that does not exist, as kubelet words it.
+async fn first_mount_failure(
+    client: &kube::Client,
+    namespace: &str,
+    sources: &[MountSource],
+) -> Result<Option<String>, kube::Error> {
+    for source in sources {
+        let found = match source.kind {
+            MountKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .get_metadata_opt(&source.name)
+                .await?
+                .is_some(),
+            MountKind::Secret => Api::<Secret>::namespaced(client.clone(), namespace)
+                .get_metadata_opt(&source.name)
+                .await?
+                .is_some(),
+        };
+        if !found {
+            return Ok(Some(source.not_found_message()));
+        }
+    }
+    Ok(None)
+}
+
 fn now_millis() -> Millis {
     Timestamp::now().as_millisecond()
 }
@@ -733,6 +854,36 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let timing = Timing::of(&pod, cfg.start_delay, cfg.restart_backoff);
     let now = now_millis();
     let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let ns = pod.namespace().unwrap_or_default();
+    // Volumes are set up when the containers are due to start (and never again once they
+    // have run): a missing source keeps them waiting.
+    let mount_sources = {
+        let st = kubelet.state();
+        let rt = st
+            .pods
+            .get(&uid)
+            .cloned()
+            .unwrap_or_else(|| adopt(&pod, now));
+        let due = rt.first_started.is_none()
+            && rt.terminal.is_none()
+            && pod.metadata.deletion_timestamp.is_none()
+            && now >= rt.admitted.saturating_add(timing.start_delay);
+        if due {
+            required_mount_sources(&pod)
+        } else {
+            Vec::new()
+        }
+    };
+    let mount_failure = if mount_sources.is_empty() {
+        None
+    } else {
+        first_mount_failure(&kubelet.shared.client, &ns, &mount_sources)
+            .await
+            .map_err(|source| KubeletError::Mount {
+                pod: format!("{ns}/{}", pod.name_any()),
+                source,
+            })?
+    };
     let (status, wake, delete, report) = {
         let mut st = kubelet.state();
         let mut rt = match st.pods.get(&uid) {
@@ -750,7 +901,26 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
         if rt.ip.is_none() && !host_network && rt.terminal.is_none() {
             rt.ip = st.allocate(index, &node);
         }
-        let wake = advance(&pod, &mut rt, now, &timing);
+        let mut report = Vec::new();
+        let wake = match mount_failure {
+            Some(message) => {
+                let repeat = rt
+                    .mount_event_at
+                    .is_none_or(|at| now.saturating_sub(at) >= MOUNT_EVENT_REPEAT);
+                if cfg.events && (rt.mount_failure.as_ref() != Some(&message) || repeat) {
+                    rt.mount_event_at = Some(now);
+                    report.push(("Warning", "FailedMount", message.clone()));
+                }
+                rt.mount_failure = Some(message);
+                Some(now.saturating_add(MOUNT_RETRY.as_millis() as Millis))
+            }
+            None => {
+                if rt.mount_failure.take().is_some() {
+                    rt.mounted_at = Some(now);
+                }
+                advance(&pod, &mut rt, now, &timing)
+            }
+        };
         if rt.terminal.is_some() && !was_terminal {
             if let Some(ip) = rt.ip {
                 st.release(&node, ip);
@@ -758,10 +928,13 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
         }
         let status = build_status(&pod, &rt, &host_ip, now, &timing);
         let delete = pod.metadata.deletion_timestamp.is_some() && rt.terminal.is_some();
-        let mut report = Vec::new();
         if cfg.events && rt.first_started.is_some() && !rt.started_reported {
             rt.started_reported = true;
-            report.extend(started_events(&pod));
+            report.extend(
+                started_events(&pod)
+                    .into_iter()
+                    .map(|(reason, message)| ("Normal", reason, message)),
+            );
         }
         if cfg.events
             && pod.metadata.deletion_timestamp.is_some()
@@ -769,14 +942,17 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
             && rt.terminal.is_none()
         {
             rt.killing_reported = true;
-            report.extend(
-                containers(&pod).map(|c| ("Killing", format!("Stopping container {}", c.name))),
-            );
+            report.extend(containers(&pod).map(|c| {
+                (
+                    "Normal",
+                    "Killing",
+                    format!("Stopping container {}", c.name),
+                )
+            }));
         }
         st.pods.insert(uid.clone(), rt);
         (status, wake, delete, report)
     };
-    let ns = pod.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(kubelet.shared.client.clone(), &ns);
     let name = pod.name_any();
     if pod.status.as_ref() != Some(&status) {
@@ -795,11 +971,11 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
             }
         }
     }
-    for (reason, message) in report {
+    for (type_, reason, message) in report {
         if let Err(e) = super::pod_event(
             &kubelet.shared.client,
             &pod,
-            "Normal",
+            type_,
             reason,
             &message,
             "kubelet",
@@ -943,6 +1119,66 @@ mod tests {
             .iter()
             .find(|c| c.type_ == t)
             .unwrap()
+    }
+
+    #[test]
+    fn volumes_need_their_configmaps_and_secrets_unless_optional() {
+        let p = pod(json!({"spec": {"volumes": [
+            {"name": "cfg", "configMap": {"name": "app"}},
+            {"name": "maybe", "configMap": {"name": "extra", "optional": true}},
+            {"name": "creds", "secret": {"secretName": "db"}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "kube-api-access-x1y2z", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt"}},
+                {"secret": {"name": "opt", "optional": true}},
+                {"secret": {"name": "tls"}},
+                {"downwardAPI": {"items": []}}
+            ]}}
+        ]}}));
+        let needed: Vec<(String, MountKind, String)> = required_mount_sources(&p)
+            .into_iter()
+            .map(|s| (s.volume, s.kind, s.name))
+            .collect();
+        let row = |v: &str, k, n: &str| (v.to_string(), k, n.to_string());
+        assert_eq!(
+            needed,
+            vec![
+                row("cfg", MountKind::ConfigMap, "app"),
+                row("creds", MountKind::Secret, "db"),
+                row(
+                    "kube-api-access-x1y2z",
+                    MountKind::ConfigMap,
+                    "kube-root-ca.crt"
+                ),
+                row("kube-api-access-x1y2z", MountKind::Secret, "tls"),
+            ]
+        );
+        assert!(required_mount_sources(&pod(json!({}))).is_empty());
+        assert_eq!(
+            MountSource {
+                volume: "kube-api-access-x1y2z".into(),
+                kind: MountKind::ConfigMap,
+                name: "kube-root-ca.crt".into(),
+            }
+            .not_found_message(),
+            "MountVolume.SetUp failed for volume \"kube-api-access-x1y2z\" : configmap \"kube-root-ca.crt\" not found"
+        );
+    }
+
+    #[test]
+    fn containers_start_no_earlier_than_their_volumes_were_mounted() {
+        let p = pod(json!({}));
+        let t = timing(&p);
+        let mut rt = PodRuntime {
+            admitted: T0,
+            mounted_at: Some(T0 + 5_000),
+            ..Default::default()
+        };
+        assert_eq!(advance(&p, &mut rt, T0 + 4_000, &t), Some(T0 + 5_000));
+        assert_eq!(rt.started, None);
+        advance(&p, &mut rt, T0 + 5_000, &t);
+        assert_eq!(rt.started, Some(T0 + 5_000));
     }
 
     #[test]
