@@ -18,6 +18,7 @@ pub mod factory;
 pub mod flags;
 pub mod history;
 pub mod informer;
+mod locks;
 pub mod metrics;
 pub mod pod_control;
 pub mod pods;

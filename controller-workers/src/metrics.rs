@@ -133,6 +133,16 @@ impl Metrics {
     }
 
     /// Sets `running_managed_controllers{name, manager="rkcm"}`.
+    /// Registers a controller's metric under its upstream name.
+    pub fn register(
+        &self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        crate::locks::lock(&self.registry).register(name, help, metric);
+    }
+
     pub fn controller_running(&self, name: &str, running: bool) {
         let labels = vec![
             ("manager".to_string(), "rkcm".to_string()),

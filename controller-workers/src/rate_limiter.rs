@@ -5,6 +5,7 @@
 //! that keeps failing backs off on its own) and one token bucket for the whole queue
 //! (10 per second, burst 100, so a storm of failures cannot hammer the API server).
 
+use crate::locks::lock;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
@@ -204,12 +205,6 @@ impl Backoff {
         let max = self.max;
         lock(&self.entries).retain(|_, (_, last)| now.saturating_duration_since(*last) <= max * 2);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -84,12 +84,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         }));
     }
     let creation_skew = Histogram::new(exponential_buckets(1.0, 2.0, 10));
-    context
-        .metrics
-        .registry
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .register(
+    context.metrics.register(
             "cronjob_controller_job_creation_skew_duration_seconds",
             "Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
             creation_skew.clone(),

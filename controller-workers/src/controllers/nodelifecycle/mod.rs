@@ -42,6 +42,7 @@ use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{key_of, Store};
 
+use crate::locks::lock;
 use health::NodeHealth;
 use metrics::NodeMetrics;
 use taints::{template, NO_EXECUTE};
@@ -132,12 +133,6 @@ pub(crate) struct Controller {
     zones: Mutex<Zones>,
     node_queue: Arc<WorkQueue<String>>,
     pod_queue: Arc<WorkQueue<String>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Vec<Runnable>> {

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::locks::lock;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL};
 use crate::scheduling::tolerates;
@@ -136,12 +137,6 @@ pub(crate) struct Controller {
     metrics: Metrics,
     node_queue: Arc<WorkQueue<String>>,
     pod_queue: Arc<WorkQueue<String>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub fn build(context: &ControllerContext) -> anyhow::Result<Vec<Runnable>> {

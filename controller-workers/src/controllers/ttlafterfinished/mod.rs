@@ -91,16 +91,11 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         }));
     }
     let deletion_delay = Histogram::new(exponential_buckets(0.1, 2.0, 14));
-    context
-        .metrics
-        .registry
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .register(
-            "ttl_after_finished_controller_job_deletion_duration_seconds",
-            "The time it took to delete the job since it became eligible for deletion",
-            deletion_delay.clone(),
-        );
+    context.metrics.register(
+        "ttl_after_finished_controller_job_deletion_duration_seconds",
+        "The time it took to delete the job since it became eligible for deletion",
+        deletion_delay.clone(),
+    );
     let controller = Arc::new(Controller {
         client,
         jobs: jobs.store().clone(),
