@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
     clusterroleaggregation, cronjob, daemonset, deployment, disruption, garbagecollector, job,
-    namespace, nodelifecycle, replicaset, rootcacertpublisher, serviceaccount, statefulset,
-    tainteviction, ttlafterfinished,
+    namespace, nodeipam, nodelifecycle, replicaset, rootcacertpublisher, serviceaccount,
+    statefulset, tainteviction, ttlafterfinished,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +147,8 @@ pub struct ControllerOptions {
     pub namespace: namespace::Options,
     #[command(flatten)]
     pub garbage_collector: garbagecollector::Options,
+    #[command(flatten)]
+    pub node_ipam: nodeipam::Options,
     #[command(flatten)]
     pub node_lifecycle: nodelifecycle::Options,
     #[command(flatten)]
@@ -405,7 +407,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("nodeipam"),
         Default,
         Some("node-controller"),
-        None,
+        Some(Implementation {
+            resources: nodeipam::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are Nodes, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, o| nodeipam::build(c, &o.node_ipam),
+        }),
     ),
     d(
         "node-lifecycle-controller",

@@ -123,6 +123,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if selected.contains(&crate::controllers::nodeipam::NAME) {
+        args.options.node_ipam.validate().map_err(UsageError)?;
+    }
     if args.shard.is_some() {
         if let Some(refusal) = registry::sharding_refusal(&selected) {
             return Err(UsageError(format!("--shard: {refusal}")).into());

@@ -126,18 +126,6 @@ pub(crate) struct LauncherArgs {
     /// Not acted on yet.
     #[arg(long)]
     pub cluster_name: Option<String>,
-    /// Not acted on yet (node-ipam).
-    #[arg(long)]
-    pub cluster_cidr: Option<String>,
-    /// Not acted on yet (node-ipam).
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub allocate_node_cidrs: Option<bool>,
-    /// Not acted on yet (node-ipam).
-    #[arg(long)]
-    pub service_cluster_ip_range: Option<String>,
-    /// Not acted on yet (node-ipam).
-    #[arg(long)]
-    pub node_cidr_mask_size: Option<String>,
     /// Not acted on yet: client-certificate authentication of the secure port.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
@@ -182,10 +170,6 @@ impl LauncherArgs {
             cluster_signing_key_file => "--cluster-signing-key-file",
             cluster_signing_duration => "--cluster-signing-duration",
             cluster_name => "--cluster-name",
-            cluster_cidr => "--cluster-cidr",
-            allocate_node_cidrs => "--allocate-node-cidrs",
-            service_cluster_ip_range => "--service-cluster-ip-range",
-            node_cidr_mask_size => "--node-cidr-mask-size",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
             concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",

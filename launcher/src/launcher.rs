@@ -14,6 +14,7 @@ use anyhow::Context as _;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use rkcm_controller_workers::controllers::nodeipam;
 use rkcm_controller_workers::registry;
 use rkcm_controller_workers::worker::UsageError;
 use tokio::signal::unix::{signal, SignalKind};
@@ -208,6 +209,12 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         election.validate().map_err(UsageError)?;
     }
     let global = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
+    if global.contains(&nodeipam::NAME) {
+        args.controller_options
+            .node_ipam
+            .validate()
+            .map_err(UsageError)?;
+    }
     let groups: Vec<Group> = match &args.process_groups {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -10,6 +10,7 @@ pub mod disruption;
 pub mod garbagecollector;
 pub mod job;
 pub mod namespace;
+pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod rootcacertpublisher;

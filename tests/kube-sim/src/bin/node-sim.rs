@@ -43,6 +43,10 @@ struct Args {
     /// How often node status is computed (kubelet's --node-status-update-frequency).
     #[arg(long = "node-status-update-frequency", default_value = "10s", value_parser = parse_duration)]
     node_status_update_frequency: Duration,
+    /// Register the nodes without a podCIDR: pods wait for the node-ipam controller
+    /// (`--allocate-node-cidrs`) to set `spec.podCIDR` and take their IPs from it.
+    #[arg(long = "no-pod-cidr")]
+    no_pod_cidr: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -97,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
             lease_renew_interval: args.lease_renew_interval,
             node_status_update_frequency: args.node_status_update_frequency,
             events: !args.no_events,
+            assign_pod_cidrs: !args.no_pod_cidr,
             ..Default::default()
         },
     );

@@ -629,12 +629,15 @@ struct State {
 }
 
 impl State {
-    fn allocate(&mut self, node_index: usize, node: &str) -> Option<Ipv4Addr> {
+    fn allocate(&mut self, network: nodes::PodNetwork, node: &str) -> Option<Ipv4Addr> {
         let used = self.ips.entry(node.into()).or_default();
-        let host = (2u8..=254).find(|h| !used.contains(h))?;
-        used.insert(host);
-        let [a, b, c] = nodes::pod_cidr_base(node_index);
-        Some(Ipv4Addr::new(a, b, c, host))
+        // Addresses are known by their last byte: networks are /24 or smaller, or start
+        // at a .0.
+        let ip = (2u8..=254)
+            .filter_map(|h| network.address(h))
+            .find(|ip| !used.contains(&ip.octets()[3]))?;
+        used.insert(ip.octets()[3]);
+        Some(ip)
     }
 
     fn reserve(&mut self, node: &str, ip: Ipv4Addr) {
@@ -854,6 +857,18 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let timing = Timing::of(&pod, cfg.start_delay, cfg.restart_backoff);
     let now = now_millis();
     let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let network = kubelet.shared.pod_network(&node, index);
+    let has_ip = kubelet
+        .state()
+        .pods
+        .get(&uid)
+        .is_some_and(|rt| rt.ip.is_some());
+    if network.is_none() && !host_network && !has_ip && pod.metadata.deletion_timestamp.is_none() {
+        // No podCIDR yet (node-ipam has not given one): no pod network, so the sandbox
+        // cannot start; look again shortly.
+        tracing::debug!(node = %node, pod = %pod.name_any(), "node has no podCIDR yet; pod waits");
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let ns = pod.namespace().unwrap_or_default();
     // Volumes are set up when the containers are due to start (and never again once they
     // have run): a missing source keeps them waiting.
@@ -899,7 +914,7 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
         rt.node = node.clone();
         let was_terminal = rt.terminal.is_some();
         if rt.ip.is_none() && !host_network && rt.terminal.is_none() {
-            rt.ip = st.allocate(index, &node);
+            rt.ip = network.and_then(|network| st.allocate(network, &node));
         }
         let mut report = Vec::new();
         let wake = match mount_failure {
@@ -1450,21 +1465,38 @@ mod tests {
     #[test]
     fn addresses_come_from_the_node_pod_cidr_and_are_reused() {
         let mut st = State::default();
-        let a = st.allocate(1, "n1").unwrap();
-        let b = st.allocate(1, "n1").unwrap();
+        let net = nodes::PodNetwork::parse(&nodes::pod_cidr(1)).unwrap();
+        let a = st.allocate(net, "n1").unwrap();
+        let b = st.allocate(net, "n1").unwrap();
         assert_eq!(
             (a, b),
             (Ipv4Addr::new(10, 244, 1, 2), Ipv4Addr::new(10, 244, 1, 3))
         );
         st.release("n1", a);
-        assert_eq!(st.allocate(1, "n1"), Some(a));
+        assert_eq!(st.allocate(net, "n1"), Some(a));
         for _ in 0..251 {
-            st.allocate(1, "n1");
+            st.allocate(net, "n1");
         }
         assert_eq!(
-            st.allocate(1, "n1"),
+            st.allocate(net, "n1"),
             None,
             "a full /24 gives no more addresses"
         );
+    }
+
+    #[test]
+    fn addresses_stay_inside_a_small_pod_cidr() {
+        let mut st = State::default();
+        let net = nodes::PodNetwork::parse("10.244.7.128/29").unwrap();
+        let got: Vec<Ipv4Addr> = std::iter::from_fn(|| st.allocate(net, "n")).collect();
+        assert_eq!(
+            got,
+            (130..=134)
+                .map(|h| Ipv4Addr::new(10, 244, 7, h))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(nodes::PodNetwork::parse("fd00::/64"), None);
+        let wide = nodes::PodNetwork::parse("10.244.0.0/16").unwrap();
+        assert_eq!(st.allocate(wide, "w"), Some(Ipv4Addr::new(10, 244, 0, 2)));
     }
 }

@@ -111,6 +111,10 @@ pub struct NodeSimConfig {
     /// Post the events a kubelet and kube-scheduler post (Scheduled; Pulled, Created,
     /// Started; Killing). Benchmarks turn them off to measure the controllers alone.
     pub events: bool,
+    /// Register each node with its own podCIDR (`10.<244 + i/256>.<i % 256>.0/24`). When
+    /// false, nodes register without one and wait for the node-ipam controller to set
+    /// `spec.podCIDR`: pods take their IPs from it, and stay Pending until it is there.
+    pub assign_pod_cidrs: bool,
 }
 
 impl Default for NodeSimConfig {
@@ -129,6 +133,7 @@ impl Default for NodeSimConfig {
             restart_backoff: Duration::from_secs(10),
             pod_concurrency: 16,
             events: true,
+            assign_pod_cidrs: true,
         }
     }
 }
@@ -247,6 +252,8 @@ pub struct Shared {
     /// The pod and node watches have each listed once.
     pub pods_synced: AtomicBool,
     pub nodes_synced: AtomicBool,
+    /// `spec.podCIDR` of our nodes, as the node watch last saw it.
+    pod_cidrs: Mutex<HashMap<String, String>>,
 }
 
 impl Shared {
@@ -267,6 +274,7 @@ impl Shared {
             scheduler_wake: Notify::new(),
             pods_synced: AtomicBool::new(false),
             nodes_synced: AtomicBool::new(false),
+            pod_cidrs: Mutex::new(HashMap::new()),
         }
     }
 
@@ -281,6 +289,35 @@ impl Shared {
 
     pub fn node_index(&self, node: &str) -> Option<usize> {
         self.index.get(node).copied()
+    }
+
+    /// The IPv4 network the node's pods take their IPs from: the one node-sim gives node
+    /// `index`, or, with `assign_pod_cidrs` off, the node's `spec.podCIDR` once set
+    /// (`None` before, or when it is not IPv4).
+    pub fn pod_network(&self, node: &str, index: usize) -> Option<nodes::PodNetwork> {
+        if self.config.assign_pod_cidrs {
+            let [a, b, c] = nodes::pod_cidr_base(index);
+            return Some(nodes::PodNetwork {
+                base: std::net::Ipv4Addr::new(a, b, c, 0),
+                prefix: 24,
+            });
+        }
+        let cidrs = self.pod_cidrs.lock().unwrap_or_else(|p| p.into_inner());
+        cidrs
+            .get(node)
+            .and_then(|cidr| nodes::PodNetwork::parse(cidr))
+    }
+
+    fn observe_pod_cidr(&self, node: &Node) {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if !self.is_ours(name) {
+            return;
+        }
+        let mut cidrs = self.pod_cidrs.lock().unwrap_or_else(|p| p.into_inner());
+        match node.spec.as_ref().and_then(|s| s.pod_cidr.clone()) {
+            Some(cidr) => cidrs.insert(name.to_string(), cidr),
+            None => cidrs.remove(name),
+        };
     }
 
     pub fn watches_namespace(&self, ns: Option<&str>) -> bool {
@@ -470,6 +507,7 @@ impl NodeSim {
                                     wake.nodes_synced.store(true, Ordering::Relaxed)
                                 }
                                 watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                                    wake.observe_pod_cidr(node);
                                     apply_fault_annotations(&wake, node)
                                 }
                                 _ => {}

@@ -63,6 +63,35 @@ pub fn pod_cidr(index: usize) -> String {
     format!("{a}.{b}.{c}.0/24")
 }
 
+/// An IPv4 pod network: pods get `.2` … `.254` past its base, as far as it reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodNetwork {
+    pub base: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl PodNetwork {
+    /// An IPv4 `a.b.c.d/n` (`None` for IPv6 or garbage).
+    pub fn parse(cidr: &str) -> Option<PodNetwork> {
+        let (address, prefix) = cidr.split_once('/')?;
+        let address: Ipv4Addr = address.parse().ok()?;
+        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= 32)?;
+        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+        Some(PodNetwork {
+            base: Ipv4Addr::from(u32::from(address) & mask),
+            prefix,
+        })
+    }
+
+    /// The `host`th address, if the network holds it.
+    pub fn address(&self, host: u8) -> Option<Ipv4Addr> {
+        let size = 1u64 << (32 - u32::from(self.prefix));
+        // The network's last address is its broadcast address.
+        (u64::from(host) < size.saturating_sub(1))
+            .then(|| Ipv4Addr::from(u32::from(self.base).wrapping_add(u32::from(host))))
+    }
+}
+
 /// The Node node-sim registers (spec, labels and status), as kubelet's `initialNode` builds it.
 pub fn node_object(name: &str, index: usize, config: &NodeSimConfig, now: Timestamp) -> Value {
     let c = &config.capacity;
@@ -85,7 +114,11 @@ pub fn node_object(name: &str, index: usize, config: &NodeSimConfig, now: Timest
             },
             "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
         },
-        "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)], "providerID": format!("node-sim://{name}")},
+        "spec": if config.assign_pod_cidrs {
+            json!({"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)], "providerID": format!("node-sim://{name}")})
+        } else {
+            json!({"providerID": format!("node-sim://{name}")})
+        },
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
@@ -384,6 +417,20 @@ mod tests {
             Some("KubeletHasSufficientPID")
         );
         assert_eq!(by_type("NetworkUnavailable").status, "False");
+    }
+
+    #[test]
+    fn nodes_can_register_without_a_pod_cidr() {
+        let cfg = NodeSimConfig {
+            assign_pod_cidrs: false,
+            ..Default::default()
+        };
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let n: Node = serde_json::from_value(node_object("sim-node-1", 1, &cfg, now)).unwrap();
+        let spec = n.spec.unwrap();
+        assert_eq!(spec.pod_cidr, None);
+        assert_eq!(spec.pod_cidrs, None);
+        assert_eq!(spec.provider_id.as_deref(), Some("node-sim://sim-node-1"));
     }
 
     #[test]
