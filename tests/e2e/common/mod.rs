@@ -333,6 +333,11 @@ impl Launcher {
         lease: &str,
         extra: &[&str],
     ) -> anyhow::Result<Launcher> {
+        Self::start_with(Self::args(cluster, lease, extra)).await
+    }
+
+    /// [`Launcher::start`]'s arguments.
+    pub(crate) fn args(cluster: &TestCluster, lease: &str, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec![
             "--kubeconfig".into(),
             cluster.kubeconfig.display().to_string(),
@@ -350,19 +355,28 @@ impl Launcher {
             args.push(flag.into());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        Self::start_with(args).await
+        args
     }
 
     /// Starts `rkcm launcher ARGS --runtime-dir TMP --secure-port FREE` and waits for its
     /// secure port.
-    pub(crate) async fn start_with(mut args: Vec<String>) -> anyhow::Result<Launcher> {
+    pub(crate) async fn start_with(args: Vec<String>) -> anyhow::Result<Launcher> {
+        Self::start_binary(std::path::Path::new(RKCM), args).await
+    }
+
+    /// [`Launcher::start_with`] from a copy of the binary (the launcher re-executes its
+    /// own binary for its children, which fails once a rebuild has replaced the file).
+    pub(crate) async fn start_binary(
+        binary: &std::path::Path,
+        mut args: Vec<String>,
+    ) -> anyhow::Result<Launcher> {
         let dir = tempfile::tempdir()?;
         let runtime_dir = dir.path().join("run");
         let port = free_port();
         args.push(format!("--runtime-dir={}", runtime_dir.display()));
         args.push(format!("--secure-port={port}"));
         let log = std::fs::File::create(dir.path().join("launcher.log"))?;
-        let child = Command::new(RKCM)
+        let child = Command::new(binary)
             .arg("launcher")
             .args(&args)
             .env("RKCM_LOG", "info")
