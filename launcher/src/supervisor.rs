@@ -54,9 +54,17 @@ pub(crate) fn next_backoff(current: Duration, ran_for: Duration) -> Duration {
 }
 
 fn spawn(spec: &ChildSpec) -> std::io::Result<Child> {
-    let binary = std::env::current_exe()?;
-    let mut command = Command::new(binary);
+    // The running binary itself, even after the file on disk was replaced (an upgrade in
+    // place, a rebuild): /proc/self/exe still names it, where the path would now name
+    // nothing or another version. `ps` shows the path the launcher was started as.
+    let started_as = std::env::current_exe()?;
+    let shown = started_as
+        .to_string_lossy()
+        .trim_end_matches(" (deleted)")
+        .to_string();
+    let mut command = Command::new("/proc/self/exe");
     command
+        .arg0(shown)
         .args(&spec.args)
         .envs(spec.envs.iter().cloned())
         .stdin(Stdio::null())
