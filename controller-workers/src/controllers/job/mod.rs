@@ -52,6 +52,11 @@ pub(crate) struct Controller {
     queue: Arc<WorkQueue<String>>,
     metrics: metrics::JobMetrics,
     finalizer_removals: FinalizerRemovals,
+    /// The resourceVersion of each Job's last status this controller wrote: a sync waits
+    /// until the Job store shows at least that version, so it never counts finished pods
+    /// (already released from their finalizer) against a status that does not count them
+    /// yet and creates pods beyond the Job's completions.
+    written_status: std::sync::Mutex<HashMap<String, u64>>,
 }
 
 /// The pods whose job-tracking finalizer a Job's sync removed and whose update the pod
@@ -133,6 +138,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         queue: queue.clone(),
         metrics: metrics::JobMetrics::register(&context.metrics),
         finalizer_removals: FinalizerRemovals::default(),
+        written_status: Default::default(),
     });
     {
         let controller = controller.clone();

@@ -44,6 +44,11 @@ pub(super) fn finished(job: &Job) -> bool {
     condition_true(job, "Complete") || condition_true(job, "Failed")
 }
 
+/// An object's resourceVersion as the number etcd makes it (`None` if it is not one).
+fn resource_version(job: &Job) -> Option<u64> {
+    job.metadata.resource_version.as_deref()?.parse().ok()
+}
+
 fn has_finalizer(pod: &Pod) -> bool {
     pod.metadata
         .finalizers
@@ -207,8 +212,14 @@ impl Controller {
         let (namespace, name) = split_key(key);
         let Some(cached) = self.jobs.get_in(namespace, name) else {
             self.expectations.delete(key);
+            crate::locks::lock(&self.written_status).remove(key);
             return Ok(());
         };
+        if self.status_not_seen_yet(key, &cached) {
+            self.queue
+                .add_after(key.to_string(), Duration::from_millis(100));
+            return Ok(());
+        }
         let mut job = cached.as_ref().clone();
         let now = Timestamp::now();
         let spec = job.spec.clone().unwrap_or_default();
@@ -804,6 +815,22 @@ impl Controller {
         }
     }
 
+    /// Whether the Job store is still behind the status this controller last wrote.
+    fn status_not_seen_yet(&self, key: &str, cached: &Job) -> bool {
+        let mut written = crate::locks::lock(&self.written_status);
+        let Some(expected) = written.get(key).copied() else {
+            return false;
+        };
+        match resource_version(cached) {
+            Some(seen) if seen < expected => true,
+            // Seen (or not comparable: never wait on a version that is not a number).
+            _ => {
+                written.remove(key);
+                false
+            }
+        }
+    }
+
     async fn write_status(&self, job: &mut Job, status: JobStatus) -> anyhow::Result<()> {
         let namespace = job.metadata.namespace.clone().unwrap_or_default();
         let name = job.metadata.name.clone().unwrap_or_default();
@@ -814,6 +841,9 @@ impl Controller {
             .await
             .with_context(|| format!("updating the status of Job {namespace}/{name}"))?;
         job.metadata.resource_version = written.metadata.resource_version;
+        if let Some(version) = resource_version(job) {
+            crate::locks::lock(&self.written_status).insert(format!("{namespace}/{name}"), version);
+        }
         Ok(())
     }
 
