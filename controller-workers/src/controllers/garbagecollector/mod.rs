@@ -112,6 +112,10 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
         let period = options.garbage_collector_discovery_period;
         let mut client = informer_client;
         tokio::spawn(async move {
+            // Until a discovery has given it monitors the collector decides nothing, so it
+            // asks again soon (1 s doubling up to the period) rather than a period later.
+            let first_retry = std::time::Duration::from_secs(1).min(period);
+            let mut retry = first_retry;
             loop {
                 match client
                     .list_resources(rkcm_proto::v1::ListResourcesRequest {})
@@ -134,7 +138,15 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
                         warn!(error = %status.message(), "garbage collector: discovery failed; keeping the current monitors")
                     }
                 }
-                tokio::time::sleep(period).await;
+                let wait = if collector.builder.monitor_count() == 0 {
+                    let wait = retry;
+                    retry = (retry * 2).min(period);
+                    wait
+                } else {
+                    retry = first_retry;
+                    period
+                };
+                tokio::time::sleep(wait).await;
             }
         });
     }
@@ -182,7 +194,11 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
                 unsynced_for = if is_synced { 0 } else { unsynced_for + 1 };
                 // Orphaning waits for every monitor: say which ones hold it up.
                 if unsynced_for > 0 && unsynced_for.is_multiple_of(30) {
-                    warn!(seconds = unsynced_for, waiting_for = ?builder.unsynced(), "garbage collector: monitors not synced yet; orphaning waits for them");
+                    if builder.monitor_count() == 0 {
+                        warn!(seconds = unsynced_for, "garbage collector: no monitor yet (discovery has not answered); deletions and orphaning wait for it");
+                    } else {
+                        warn!(seconds = unsynced_for, waiting_for = ?builder.unsynced(), "garbage collector: monitors not synced yet; orphaning waits for them");
+                    }
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
