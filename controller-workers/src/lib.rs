@@ -13,6 +13,7 @@ pub mod controller;
 pub mod controller_ref;
 pub mod controllers;
 pub mod credentials;
+pub mod endpointutil;
 pub mod expectations;
 pub mod factory;
 pub mod flags;
