@@ -74,14 +74,30 @@ impl IpAllocator {
         None
     }
 
+    /// The range as `net.IPNet` prints it.
+    fn cidr(&self) -> String {
+        format!(
+            "{}/{}",
+            std::net::Ipv4Addr::from(self.base),
+            32 - self.size.trailing_zeros()
+        )
+    }
+
+    /// Take a requested IP; the error is the bitmap allocator's.
     fn reserve(&mut self, ip: &str) -> Result<(), String> {
-        let addr: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("{ip} is not a valid IP"))?;
+        let addr = match crate::validation::endpoints::parse_ip_sloppy(ip) {
+            Some(std::net::IpAddr::V4(a)) => a,
+            _ => return Err(format!("failed to parse service IP {}", validation::q(ip))),
+        };
         let off = u32::from(addr).wrapping_sub(self.base);
         if off == 0 || off >= self.size - 1 {
-            return Err(format!("the provided IP ({ip}) is not in the valid range"));
+            return Err(format!(
+                "the provided IP ({addr}) is not in the valid range. The range of valid IPs is {}",
+                self.cidr()
+            ));
         }
         if !self.used.insert(off) {
-            return Err(format!("the provided IP ({ip}) is already allocated"));
+            return Err("provided IP is already allocated".into());
         }
         Ok(())
     }
@@ -214,8 +230,9 @@ impl Sim {
     }
 
     /// What kube-apiserver creates at start: the system namespaces, the `kubernetes` Service
-    /// and the bootstrap RBAC policy.
-    pub fn bootstrap(&self) {
+    /// with its Endpoints and EndpointSlice (advertising `advertise`, see
+    /// [`crate::kubernetes_service`]) and the bootstrap RBAC policy.
+    pub fn bootstrap(&self, advertise: std::net::SocketAddr) {
         let admin = User {
             name: "system:apiserver".into(),
             uid: uuid::Uuid::new_v4().to_string(),
@@ -232,17 +249,9 @@ impl Sim {
                 Some(&Self::system_operation(&self.def("", "v1", "namespaces"))),
             );
         }
-        let _ = self.create_object(
-            &self.def("", "v1", "services"),
-            Some("default"),
-            json!({"apiVersion": "v1", "kind": "Service",
-                   "metadata": {"name": "kubernetes", "namespace": "default",
-                                "labels": {"component": "apiserver", "provider": "kubernetes"}},
-                   "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
-            &admin,
-            false,
-            Some(&Self::system_operation(&self.def("", "v1", "services"))),
-        );
+        if let Err(e) = self.reconcile_kubernetes_service(advertise) {
+            crate::kubernetes_service::log_failure(&e);
+        }
         for (resource, obj) in crate::rbac::bootstrap_objects() {
             let def = self.def(crate::rbac::GROUP, "v1", resource);
             let ns = obj["metadata"]["namespace"].as_str().map(String::from);
@@ -257,6 +266,12 @@ impl Sim {
                 tracing::warn!(error = %e, resource, "bootstrap policy object not created");
             }
         }
+    }
+
+    /// The first address of the service range: the `kubernetes` Service's cluster IP.
+    pub(crate) fn first_service_ip(&self) -> String {
+        let ips = self.ips.lock().unwrap_or_else(|p| p.into_inner());
+        std::net::Ipv4Addr::from(ips.base + 1).to_string()
     }
 
     /// The policy to check a write of an RBAC object against for escalation, when it needs
@@ -928,6 +943,17 @@ impl Sim {
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
         }
+        if def.kind == "Service" && def.group.is_empty() {
+            // The service storage checks the IP fields before it fills them in and
+            // allocates, ahead of the strategy's validation.
+            let causes = validation::service_ip_family_errors(&obj);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    Subject::new(&def.group, &def.kind, &name),
+                    &causes,
+                ));
+            }
+        }
         // Field ownership is worked out on the object as decoded and defaulted, before
         // admission and the strategy add their own fields.
         let mut snapshot = obj.clone();
@@ -1089,7 +1115,10 @@ impl Sim {
                         Subject::new("", "Service", subject.name),
                         &[FieldCause {
                             reason: "FieldValueInvalid",
-                            message: format!("Invalid value: \"{ip}\": {why}"),
+                            message: format!(
+                                "Invalid value: []string{{{}}}: failed to allocate IP {ip}: {why}",
+                                validation::q(ip)
+                            ),
                             field: "spec.clusterIPs".into(),
                         }],
                     )
@@ -1337,7 +1366,17 @@ impl Sim {
             }
         }
         if def.tracks_generation() {
-            let changed = if def.has_status() {
+            let changed = if def.kind == "EndpointSlice" && def.group == "discovery.k8s.io" {
+                // Semantically: an empty list is no change from a nil one.
+                let mut a = (*current).clone();
+                let mut b = next.clone();
+                for v in [&mut a, &mut b] {
+                    if let Some(m) = v.as_object_mut() {
+                        m.remove("metadata");
+                    }
+                }
+                !validation::endpoints::semantic_eq(&a, &b)
+            } else if def.has_status() {
                 spec_part(&current) != spec_part(&next)
             } else {
                 let strip = |v: &Value| {
@@ -1363,6 +1402,12 @@ impl Sim {
                     && def.group == "apps"
                     && def.kind == "Deployment"
                     && annotations(&current) != annotations(&next));
+            // An EndpointSlice's label change counts too (the endpointslice strategy): the
+            // controllers that own slices tell their own writes by generation.
+            let changed = changed
+                || (def.group == "discovery.k8s.io"
+                    && def.kind == "EndpointSlice"
+                    && validation::endpoints::labels_differ(&current, &next));
             if changed {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 meta_mut(&mut next).insert("generation".into(), json!(g));
@@ -1620,7 +1665,7 @@ impl Sim {
     }
 
     /// The API server's own writes (its bootstrap objects), as manager `kube-apiserver`.
-    fn system_operation(def: &ResourceDef) -> Operation {
+    pub(crate) fn system_operation(def: &ResourceDef) -> Operation {
         Self::operation_by(def, "kube-apiserver".into(), None)
     }
 

@@ -481,6 +481,9 @@ fn copy_template_labels_to_job(j: &mut Obj) {
 /// - Node: taint `node.kubernetes.io/not-ready:NoSchedule` (TaintNodesByCondition admission).
 /// - DaemonSet: annotation `deprecated.daemonset.template.generation: "1"`.
 /// - CustomResourceDefinition: `status.storedVersions` = the storage version.
+/// - EndpointSlice: the endpoints' `deprecatedTopology` is dropped (v1 writes); empty
+///   `endpoints` and `ports` are stored as null (as etcd's protobuf gives them back).
+/// - Endpoints: empty `subsets` (and a subset's empty lists) are not stored.
 pub fn prepare_for_create(group: &str, _version: &str, kind: &str, obj: &mut Value, now: &str) {
     let Some(o) = obj.as_object_mut() else {
         return;
@@ -552,14 +555,33 @@ pub fn prepare_for_create(group: &str, _version: &str, kind: &str, obj: &mut Val
                 st.insert("storedVersions".into(), Value::Array(storage));
             }
         }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            crate::validation::endpoints::drop_deprecated_topology(o);
+            crate::validation::endpoints::null_empty_lists(o);
+        }
+        ("", "Endpoints") => crate::validation::endpoints::drop_empty_endpoints_lists(o),
         _ => {}
     }
 }
 
 /// Update-time strategy mutations that depend on the previous object: a DaemonSet whose
 /// pod template changed gets its `deprecated.daemonset.template.generation` annotation
-/// incremented (otherwise the old value is kept).
+/// incremented (otherwise the old value is kept); Endpoints and EndpointSlices are treated
+/// as on create.
 pub fn prepare_for_update(group: &str, _version: &str, kind: &str, obj: &mut Value, old: &Value) {
+    if (group, kind) == ("discovery.k8s.io", "EndpointSlice") {
+        if let Some(o) = obj.as_object_mut() {
+            crate::validation::endpoints::drop_deprecated_topology(o);
+            crate::validation::endpoints::null_empty_lists(o);
+        }
+        return;
+    }
+    if (group, kind) == ("", "Endpoints") {
+        if let Some(o) = obj.as_object_mut() {
+            crate::validation::endpoints::drop_empty_endpoints_lists(o);
+        }
+        return;
+    }
     if (group, kind) != ("apps", "DaemonSet") {
         return;
     }

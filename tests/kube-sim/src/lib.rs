@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod faults;
 pub mod go_json;
 mod gofmt;
+pub mod kubernetes_service;
 pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;
@@ -47,6 +48,10 @@ pub struct Config {
     pub plain_http: bool,
     /// `--service-cluster-ip-range`.
     pub service_cluster_ip_range: String,
+    /// `--advertise-address`: the address the `default/kubernetes` Endpoints list. `None`
+    /// takes the listen address, or [`kubernetes_service::DEFAULT_ADVERTISE_ADDRESS`] when
+    /// that is loopback or unspecified (an Endpoints address may be neither).
+    pub advertise_address: Option<std::net::IpAddr>,
 }
 
 impl Default for Config {
@@ -56,6 +61,7 @@ impl Default for Config {
             history: 10_000,
             plain_http: false,
             service_cluster_ip_range: "10.96.0.0/12".into(),
+            advertise_address: None,
         }
     }
 }
@@ -82,6 +88,8 @@ pub struct KubeSim {
     config: Config,
     tls: Option<Arc<rustls::ServerConfig>>,
     admin_token: Option<String>,
+    /// kube-apiserver's bootstrap controller for `default/kubernetes`.
+    kubernetes_service: tokio::task::JoinHandle<()>,
 }
 
 impl KubeSim {
@@ -94,7 +102,10 @@ impl KubeSim {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
         let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
-        sim.bootstrap();
+        let advertise = kubernetes_service::advertise_address(config.advertise_address, addr);
+        sim.bootstrap(advertise);
+        let kubernetes_service =
+            tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
         let state = Arc::new(server::ServerState {
             sim: sim.clone(),
             addr,
@@ -126,6 +137,7 @@ impl KubeSim {
             config,
             tls,
             admin_token,
+            kubernetes_service,
         })
     }
 
@@ -139,11 +151,15 @@ impl KubeSim {
         let listener = tokio::net::TcpListener::bind(self.addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {} again: {e}", self.addr))?;
+        self.kubernetes_service.abort();
         let sim = Arc::new(Sim::new(
             self.config.history,
             &self.config.service_cluster_ip_range,
         ));
-        sim.bootstrap();
+        let advertise = self.advertise();
+        sim.bootstrap(advertise);
+        self.kubernetes_service =
+            tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
         if let Some(token) = &self.admin_token {
             register_admin(&sim, token);
         }
@@ -155,6 +171,11 @@ impl KubeSim {
         self.task = tokio::spawn(server::serve(listener, state, self.tls.clone()));
         self.sim = sim;
         Ok(())
+    }
+
+    /// The address and port the `default/kubernetes` Endpoints and EndpointSlice list.
+    pub fn advertise(&self) -> SocketAddr {
+        kubernetes_service::advertise_address(self.config.advertise_address, self.addr)
     }
 
     /// `https://ADDR` (or `http://` with plain HTTP).
@@ -282,6 +303,7 @@ impl KubeSim {
 impl Drop for KubeSim {
     fn drop(&mut self) {
         self.task.abort();
+        self.kubernetes_service.abort();
     }
 }
 

@@ -27,6 +27,10 @@ struct Args {
     /// CIDR that Service cluster IPs are allocated from.
     #[arg(long = "service-cluster-ip-range", default_value = "10.96.0.0/12")]
     service_cluster_ip_range: String,
+    /// The address the `default/kubernetes` Endpoints advertise (default: the listen
+    /// address, or 172.18.0.2 when that is loopback or unspecified).
+    #[arg(long = "advertise-address")]
+    advertise_address: Option<std::net::IpAddr>,
     /// Also simulate N nodes (kubelets and a scheduler) against this cluster, as node-sim does.
     #[arg(long, default_value_t = 0)]
     nodes: u32,
@@ -47,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
         history: args.history,
         plain_http: args.plain_http,
         service_cluster_ip_range: args.service_cluster_ip_range,
+        advertise_address: args.advertise_address,
     })
     .await?;
     sim.write_kubeconfig(&args.kubeconfig_out).map_err(|e| {

@@ -7,17 +7,20 @@
 //! controller or kubectl user commonly hits: object metadata (names per kind, labels,
 //! annotations, owner references, finalizers), pod specs in Pods and every pod template,
 //! workload selectors and their template labels, Services, ConfigMaps, Secrets, PVCs, Jobs,
-//! CronJobs, PDBs, Leases, Nodes, and the immutability rules applied on update. The request
-//! handler calls `validate` once the object has been defaulted (so fields the defaulters fill
-//! are tolerated when absent) and renders the result with `invalid_message`. Messages follow
-//! upstream's wording (`field.Error.ErrorBody`), values rendered the way Go's `fmt` prints them.
-//! Objects of the wrong shape never panic: a field with an unexpected JSON type is treated as
-//! absent (or reported when upstream would require it).
+//! CronJobs, PDBs, Leases, Nodes, Endpoints and EndpointSlices (in `endpoints`), and the
+//! immutability rules applied on update. The request handler calls `validate` once the object
+//! has been defaulted (so fields the defaulters fill are tolerated when absent) and renders
+//! the result with `invalid_message`. Messages follow upstream's wording
+//! (`field.Error.ErrorBody`), values rendered the way Go's `fmt` prints them. Objects of the
+//! wrong shape never panic: a field with an unexpected JSON type is treated as absent (or
+//! reported when upstream would require it).
 
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
+
+pub(crate) mod endpoints;
 
 /// One field error, as it appears in a Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +107,14 @@ impl Errs {
             "FieldValueTooLong",
             field,
             format!("Too long: must have at most {max} bytes"),
+        );
+    }
+    /// `field.TooMany`: the count is an `int`, printed with `%#v`.
+    fn too_many(&mut self, field: &str, actual: usize, max: usize) {
+        self.push(
+            "FieldValueTooMany",
+            field,
+            format!("Too many: {actual}: must have at most {max} items"),
         );
     }
     fn invalid_msgs(&mut self, field: &str, value: &str, msgs: Vec<String>) {
@@ -2391,6 +2402,174 @@ fn validate_service(e: &mut Errs, o: &Value) {
     }
 }
 
+/// The service REST storage's checks of `clusterIPs`, `ipFamilies` and `ipFamilyPolicy`
+/// before it allocates (`ValidateServiceClusterIPsRelatedFields`, then `initIPFamilyFields`)
+/// on create, for kube-sim's single-stack IPv4 cluster. `o` is the defaulted Service as
+/// the client sent it, before the storage fills in families and IPs.
+pub fn service_ip_family_errors(o: &Value) -> Vec<FieldCause> {
+    const FAMILIES: &[&str] = &["IPv4", "IPv6"];
+    const POLICIES: &[&str] = &["PreferDualStack", "RequireDualStack", "SingleStack"];
+    let mut e = Errs::default();
+    let spec = o.get("spec");
+    let get = |k: &str| spec.and_then(|s| s.get(k));
+    if str_of(get("type")) == "ExternalName" {
+        return e.0;
+    }
+    let cluster_ip = str_of(get("clusterIP"));
+    let mut ips: Vec<String> = arr(get("clusterIPs")).iter().map(scalar_string).collect();
+    if ips.is_empty() && !cluster_ip.is_empty() {
+        ips.push(cluster_ip.to_string());
+    }
+    let ips_value = Value::Array(ips.iter().map(|ip| Value::String(ip.clone())).collect());
+    let ips_go = go_string_slice(Some(&ips_value));
+    let mut families: Vec<String> = arr(get("ipFamilies")).iter().map(scalar_string).collect();
+    let headless = ips.first().map(String::as_str) == Some("None");
+    let selectorless = obj(get("selector")).is_none_or(|m| m.is_empty());
+    let policy_set = get("ipFamilyPolicy").and_then(Value::as_str);
+    let policy = match policy_set {
+        Some(p) => p.to_string(),
+        None if headless && selectorless => "RequireDualStack".into(),
+        None => "SingleStack".into(),
+    };
+    if cluster_ip.is_empty() {
+        // On create the plural field is filled from the singular one, never the reverse.
+        if !ips.is_empty() {
+            e.invalid(
+                "spec.clusterIPs",
+                &ips_go,
+                "must be empty when `clusterIP` is not specified",
+            );
+        }
+    } else if ips.first().map(String::as_str) != Some(cluster_ip) {
+        e.invalid(
+            "spec.clusterIPs",
+            &ips_go,
+            "first value must match `clusterIP`",
+        );
+    }
+    let mut seen = HashSet::new();
+    for (i, f) in families.iter().enumerate() {
+        if !FAMILIES.contains(&f.as_str()) {
+            e.not_supported(&idx("spec.ipFamilies", i), &q(f), FAMILIES);
+        }
+        if !seen.insert(f.clone()) {
+            e.duplicate(&idx("spec.ipFamilies", i), &q(f));
+        }
+    }
+    if let Some(p) = policy_set.filter(|p| !POLICIES.contains(p)) {
+        e.not_supported("spec.ipFamilyPolicy", &q(p), POLICIES);
+    }
+    let mut bad_ips = false;
+    for (i, ip) in ips.iter().enumerate() {
+        if i == 0 && ip == "None" {
+            if ips.len() > 1 {
+                bad_ips = true;
+                e.invalid(
+                    "spec.clusterIPs",
+                    &ips_go,
+                    "'None' must be the first and only value",
+                );
+            }
+            continue;
+        }
+        let msgs = endpoints::is_valid_ip(ip);
+        bad_ips |= !msgs.is_empty();
+        e.invalid_msgs(&idx("spec.clusterIPs", i), ip, msgs);
+    }
+    if ips.len() > 2 {
+        e.invalid("spec.clusterIPs", &ips_go, "may only hold up to 2 values");
+    }
+    if bad_ips {
+        return e.0;
+    }
+    let is_v6 = |ip: &str| {
+        matches!(
+            endpoints::parse_ip_sloppy(ip),
+            Some(std::net::IpAddr::V6(_))
+        )
+    };
+    if ips.len() > 1 && is_v6(&ips[0]) == is_v6(&ips[1]) {
+        e.invalid(
+            "spec.clusterIPs",
+            &ips_go,
+            "may specify no more than one IP for each IP family",
+        );
+    }
+    if !headless {
+        for (i, (ip, family)) in ips.iter().zip(&families).enumerate() {
+            let want_v6 = match family.as_str() {
+                "IPv4" => false,
+                "IPv6" => true,
+                _ => continue,
+            };
+            if want_v6 != is_v6(ip) {
+                e.invalid(
+                    &idx("spec.clusterIPs", i),
+                    &q(ip),
+                    &format!("expected an {family} value as indicated by `ipFamilies[{i}]`"),
+                );
+            }
+        }
+    }
+    if !e.0.is_empty() {
+        return e.0;
+    }
+    // initIPFamilyFields proper.
+    if policy == "SingleStack" {
+        if ips.len() == 2 {
+            e.invalid(
+                "spec.ipFamilyPolicy",
+                &q(&policy),
+                "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified",
+            );
+        }
+        if families.len() == 2 {
+            e.invalid(
+                "spec.ipFamilyPolicy",
+                &q(&policy),
+                "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified",
+            );
+        }
+    }
+    for (i, ip) in ips.iter().enumerate() {
+        if ip == "None" {
+            break;
+        }
+        let family = if is_v6(ip) { "IPv6" } else { "IPv4" };
+        if i >= families.len() {
+            if family == "IPv6" {
+                e.invalid(
+                    &idx("spec.clusterIPs", i),
+                    &ips_go,
+                    "IPv6 is not configured on this cluster",
+                );
+            } else {
+                families.push(family.to_string());
+            }
+        }
+    }
+    if !e.0.is_empty() || (headless && selectorless) {
+        return e.0;
+    }
+    if policy == "RequireDualStack" {
+        e.invalid(
+            "spec.ipFamilyPolicy",
+            &q(&policy),
+            "this cluster is not configured for dual-stack services",
+        );
+    }
+    for (i, f) in families.iter().enumerate() {
+        if f != "IPv4" {
+            e.invalid(
+                &idx("spec.ipFamilies", i),
+                &q(f),
+                "not configured on this cluster",
+            );
+        }
+    }
+    e.0
+}
+
 fn service_primary_ip(spec: Option<&Value>) -> Option<String> {
     let spec = spec?;
     let ip = str_of(spec.get("clusterIP"));
@@ -2891,6 +3070,10 @@ pub fn validate(
         ("batch", "CronJob") => validate_cronjob(&mut e, obj, old),
         ("policy", "PodDisruptionBudget") => validate_pdb(&mut e, obj),
         ("coordination.k8s.io", "Lease") => validate_lease(&mut e, obj),
+        ("", "Endpoints") => endpoints::validate_endpoints(&mut e, obj),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            endpoints::validate_endpoint_slice(&mut e, obj, old.filter(|o| o.is_object()))
+        }
         _ => {}
     }
     e.0
@@ -3621,5 +3804,57 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn service_ip_fields_are_checked_for_a_single_stack_ipv4_cluster() {
+        let errs = |spec: Value| {
+            fields(&service_ip_family_errors(
+                &serde_json::json!({"metadata": {"name": "s"}, "spec": spec}),
+            ))
+        };
+        let ok: [Value; 5] = [
+            serde_json::json!({"ports": [{"port": 80}]}),
+            serde_json::json!({"clusterIP": "10.96.0.9", "ipFamilies": ["IPv4"]}),
+            serde_json::json!({"clusterIP": "None"}),
+            serde_json::json!({"clusterIP": "None", "ipFamilyPolicy": "RequireDualStack"}),
+            serde_json::json!({"type": "ExternalName", "ipFamilyPolicy": "Nonsense"}),
+        ];
+        for spec in ok {
+            assert!(errs(spec.clone()).is_empty(), "{spec}");
+        }
+        assert_eq!(
+            errs(serde_json::json!({"clusterIPs": ["10.96.0.9"]})),
+            ["spec.clusterIPs|Invalid value: []string{\"10.96.0.9\"}: must be empty when `clusterIP` is not specified"]
+        );
+        assert_eq!(
+            errs(serde_json::json!({"ipFamilies": ["IPv4", "IPv4"], "ipFamilyPolicy": "Dual"})),
+            [
+                "spec.ipFamilies[1]|Duplicate value: \"IPv4\"",
+                "spec.ipFamilyPolicy|Unsupported value: \"Dual\": supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"",
+            ]
+        );
+        assert_eq!(
+            errs(serde_json::json!({"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9", "10.96.0.10"]})),
+            ["spec.clusterIPs|Invalid value: []string{\"10.96.0.9\", \"10.96.0.10\"}: may specify no more than one IP for each IP family"]
+        );
+        assert_eq!(
+            errs(serde_json::json!({"ipFamilies": ["IPv4", "IPv6"]})),
+            ["spec.ipFamilyPolicy|Invalid value: \"SingleStack\": must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"]
+        );
+        assert_eq!(
+            errs(serde_json::json!({"clusterIP": "fd00::1"})),
+            ["spec.clusterIPs[0]|Invalid value: []string{\"fd00::1\"}: IPv6 is not configured on this cluster"]
+        );
+        assert_eq!(
+            errs(serde_json::json!({"clusterIP": "fd00::1", "ipFamilies": ["IPv4"]})),
+            ["spec.clusterIPs[0]|Invalid value: \"fd00::1\": expected an IPv4 value as indicated by `ipFamilies[0]`"]
+        );
+        assert_eq!(
+            errs(
+                serde_json::json!({"ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv6", "IPv4"], "selector": {"a": "b"}})
+            ),
+            ["spec.ipFamilies[0]|Invalid value: \"IPv6\": not configured on this cluster"]
+        );
     }
 }

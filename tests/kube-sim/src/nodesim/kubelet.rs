@@ -2,7 +2,11 @@
 //! Pending → Running after a start delay, with the conditions kubelet's status manager writes
 //! (PodReadyToStartContainers, Initialized, ContainersReady, Ready; PodScheduled kept),
 //! containerStatuses and initContainerStatuses, podIP from the node's podCIDR, hostIP and
-//! startTime; a container is ready after its readinessProbe's initialDelaySeconds.
+//! startTime; a container is ready after its readinessProbe's initialDelaySeconds, and
+//! unready while the pod carries `sim.rkcm.io/ready: "false"` (as a failing readiness probe
+//! makes it; removing the annotation, or any other value, makes it ready again). A pod being
+//! deleted stays ready while its containers run out their grace period, as kubelet keeps
+//! probing readiness during termination (only liveness and startup probes stop).
 //!
 //! Containers exit when the pod says so — annotations `sim.rkcm.io/exit-after: 3s` and
 //! `sim.rkcm.io/exit-code: 1` — and are restarted or not by the pod's restartPolicy (with
@@ -47,6 +51,9 @@ pub const EXIT_AFTER: &str = "sim.rkcm.io/exit-after";
 pub const EXIT_CODE: &str = "sim.rkcm.io/exit-code";
 /// From admission on the node to running containers, overriding node-sim's start delay.
 pub const START_DELAY: &str = "sim.rkcm.io/start-delay";
+/// `"false"`: the pod's running containers fail their readiness (Ready and ContainersReady
+/// False, "containers with unready status: [...]"); absent or any other value: they pass it.
+pub const READY: &str = "sim.rkcm.io/ready";
 
 /// Milliseconds since the Unix epoch: the kubelet's clock.
 pub type Millis = i64;
@@ -130,6 +137,15 @@ fn readiness_delay(pod: &Pod, container: usize) -> Millis {
         .unwrap_or(0)
         .max(0) as Millis
         * 1000
+}
+
+/// The pod asks for its containers to fail their readiness ([`READY`]).
+fn forced_unready(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(READY))
+        .is_some_and(|v| v == "false")
 }
 
 fn deletion_at(pod: &Pod) -> Option<Millis> {
@@ -303,7 +319,8 @@ pub fn build_status(
         let (state, ready) = if let Some(exit) = &rt.terminal {
             (terminated(exit, &cid(&c.name, rt.restarts)), false)
         } else if let Some(s) = rt.started {
-            (running(s), now >= s.saturating_add(readiness_delay(pod, i)))
+            let ready = now >= s.saturating_add(readiness_delay(pod, i)) && !forced_unready(pod);
+            (running(s), ready)
         } else if let Some(last) = &rt.last_exit {
             let wait = crash_backoff(timing.restart_backoff, rt.restarts) / 1000;
             let message = format!(
@@ -1277,6 +1294,83 @@ mod tests {
             cond(&build_status(&p, &rt, "h", T0 + 5_500, &t), "Ready").status,
             "True"
         );
+    }
+
+    #[test]
+    fn the_ready_annotation_makes_running_containers_unready_and_back() {
+        let p = pod(json!({"metadata": {"annotations": {READY: "false"}},
+            "spec": {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}}));
+        let t = timing(&p);
+        let mut rt = PodRuntime {
+            admitted: T0,
+            ..Default::default()
+        };
+        assert_eq!(advance(&p, &mut rt, T0 + 600, &t), None);
+        let st = build_status(&p, &rt, "h", T0 + 600, &t);
+        assert_eq!(st.phase.as_deref(), Some("Running"));
+        for c in ["Ready", "ContainersReady"] {
+            let c = cond(&st, c);
+            assert_eq!(c.status, "False");
+            assert_eq!(c.reason.as_deref(), Some("ContainersNotReady"));
+            assert_eq!(
+                c.message.as_deref(),
+                Some("containers with unready status: [a b]")
+            );
+        }
+        let cs = st.container_statuses.as_ref().unwrap();
+        assert!(cs.iter().all(|c| !c.ready && c.started == Some(true)));
+        assert_eq!(cond(&st, "PodReadyToStartContainers").status, "True");
+
+        // Annotated "true" (or not at all) the same containers are ready again, and the
+        // conditions move with a new transition time.
+        for value in [Some("true"), None] {
+            let mut again = p.clone();
+            again.status = Some(st.clone());
+            let ann = again
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            match value {
+                Some(v) => {
+                    ann.insert(READY.into(), v.into());
+                }
+                None => {
+                    ann.remove(READY);
+                }
+            }
+            let ready = build_status(&again, &rt, "h", T0 + 9_000, &t);
+            let c = cond(&ready, "Ready");
+            assert_eq!((c.status.as_str(), c.reason.as_deref()), ("True", None));
+            assert_eq!(c.last_transition_time, Some(time(T0 + 9_000)));
+            assert_eq!(cond(&ready, "ContainersReady").status, "True");
+        }
+
+        // The annotation does not hurry a readiness probe's initial delay either way.
+        let probed = pod(json!({"metadata": {"annotations": {READY: "true"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "readinessProbe": {"initialDelaySeconds": 5, "exec": {"command": ["true"]}}}]}}));
+        let st = build_status(&probed, &rt, "h", T0 + 1_000, &t);
+        assert_eq!(cond(&st, "Ready").status, "False");
+    }
+
+    #[test]
+    fn a_terminating_pod_stays_ready_while_its_containers_run() {
+        let p = pod(
+            json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:50Z", "deletionGracePeriodSeconds": 30}}),
+        );
+        let t = timing(&p);
+        let mut rt = PodRuntime {
+            admitted: T0,
+            started: Some(T0 + 500),
+            first_started: Some(T0 + 500),
+            ..Default::default()
+        };
+        // Deleted at T0 with 30 s of grace (deletionTimestamp T0 + 30 s): the containers
+        // run until then, and kubelet keeps them ready meanwhile.
+        assert_eq!(advance(&p, &mut rt, T0 + 25_000, &t), Some(T0 + 30_000));
+        let st = build_status(&p, &rt, "h", T0 + 25_000, &t);
+        assert_eq!(st.phase.as_deref(), Some("Running"));
+        assert_eq!(cond(&st, "Ready").status, "True");
+        assert!(st.container_statuses.as_ref().unwrap()[0].ready);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! watcher feeds the scheduler's view of the nodes. Faults are set through [`NodeSim`]'s
 //! methods, or with annotations on the Node (`kubectl annotate node sim-node-1
 //! sim.rkcm.io/heartbeat=stopped`, see [`FAULT_HEARTBEAT`]), and read by the node loops
-//! and the kubelet.
+//! and the kubelet. Pods take annotations of their own, read by the kubelet:
+//! [`kubelet::START_DELAY`], [`kubelet::EXIT_AFTER`], [`kubelet::EXIT_CODE`] and
+//! [`kubelet::READY`] (`kubectl annotate pod web-1 sim.rkcm.io/ready=false` makes a running
+//! pod unready until the annotation is removed).
 //!
 //! ```no_run
 //! # async fn f(client: kube::Client) -> Result<(), kube_sim::nodesim::NodeSimError> {
