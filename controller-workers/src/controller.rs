@@ -87,6 +87,43 @@ impl Runnable {
         self
     }
 
+    /// A controller that works in passes over its stores instead of per key, as upstream's
+    /// `go wait.Until(pass, period, stop)` loops do (the pod garbage collector, the CSR
+    /// cleaner, the legacy token cleaner): `pass` runs once when the controller starts
+    /// (the worker starts it once its stores hold their first snapshot and its credentials
+    /// are ready), then again `period` after each pass ends, until the worker shuts down;
+    /// shutdown waits for a pass in flight as it does for a key's sync.
+    ///
+    /// A pass deals with its own errors (upstream's log them and let the next pass retry),
+    /// so it returns nothing. The passes are driven through a private queue holding one
+    /// item, which reports no workqueue metrics: upstream has no queue there.
+    pub fn periodic<C, F, Fut>(
+        name: &'static str,
+        period: Duration,
+        controller: Arc<C>,
+        pass: F,
+    ) -> Runnable
+    where
+        C: Send + Sync + 'static,
+        F: Fn(Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        const PASS: &str = "pass";
+        let queue = WorkQueue::new(name, None);
+        queue.add(PASS.to_string());
+        let next = queue.clone();
+        Runnable::new(name, queue, 1, controller, move |controller, key| {
+            let this_pass = pass(controller);
+            let next = next.clone();
+            async move {
+                this_pass.await;
+                // Ignored once the queue is shut down: the loop ends there.
+                next.add_after(key, period);
+                Ok(())
+            }
+        })
+    }
+
     /// Runs the workers until the queue is shut down and drained.
     pub async fn run(self, metrics: Metrics) {
         metrics.controller_running(self.name, true);
@@ -173,4 +210,47 @@ fn is_conflict_or_gone(error: &anyhow::Error) -> bool {
     any_in_chain(error, is_conflict)
         || any_in_chain(error, is_not_found)
         || any_in_chain(error, is_namespace_terminating)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_periodic_controller_runs_at_start_then_a_period_after_each_pass_until_shutdown() {
+        let passes = Arc::new(AtomicUsize::new(0));
+        let runnable = Runnable::periodic(
+            "test",
+            Duration::from_secs(20),
+            passes.clone(),
+            |passes| async move {
+                // Each pass takes a second.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                passes.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        let queue = runnable.queue.clone();
+        let running = tokio::spawn(runnable.run(Metrics::new()));
+        let count = || passes.load(Ordering::SeqCst);
+
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(count(), 1, "the first pass runs at start");
+        // The first pass ended at 1 s: the next runs from 21 s to 22 s.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(count(), 1, "the period counts from the end of a pass");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(count(), 2);
+
+        // At 42.5 s the third pass is in flight: shutdown waits for it, then stops.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        shut_down(&queue, Duration::from_secs(5)).await;
+        assert_eq!(count(), 3, "the pass in flight finished");
+        tokio::time::timeout(Duration::from_secs(1), running)
+            .await
+            .expect("the controller stops after shutdown")
+            .expect("no panic");
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert_eq!(count(), 3, "no pass after shutdown");
+    }
 }

@@ -10,9 +10,10 @@ use std::collections::BTreeSet;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
-    clusterroleaggregation, cronjob, daemonset, deployment, disruption, garbagecollector, job,
-    namespace, nodeipam, nodelifecycle, replicaset, rootcacertpublisher, serviceaccount,
-    statefulset, tainteviction, ttlafterfinished,
+    clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoint, endpointslice,
+    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
+    replicaset, rootcacertpublisher, serviceaccount, statefulset, tainteviction, ttl,
+    ttlafterfinished,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +154,14 @@ pub struct ControllerOptions {
     pub node_lifecycle: nodelifecycle::Options,
     #[command(flatten)]
     pub root_ca_cert_publisher: rootcacertpublisher::Options,
+    #[command(flatten)]
+    pub endpointslice: endpointslice::Options,
+    #[command(flatten)]
+    pub podgc: podgc::Options,
+    #[command(flatten)]
+    pub endpoint: endpoint::Options,
+    #[command(flatten)]
+    pub endpointslice_mirroring: endpointslicemirroring::Options,
 }
 
 impl ControllerOptions {
@@ -193,21 +202,35 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("endpoint"),
         Default,
         Some("endpoint-controller"),
-        None,
+        Some(Implementation {
+            resources: endpoint::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| one(endpoint::build(c, &o.endpoint)),
+        }),
     ),
     d(
         "endpointslice-controller",
         Some("endpointslice"),
         Default,
         Some("endpointslice-controller"),
-        None,
+        Some(Implementation {
+            resources: endpointslice::RESOURCES,
+            sharding: Sharding::ByNamespace {
+                whole: &["v1/nodes"],
+            },
+            build: |c, o| one(endpointslice::build(c, &o.endpointslice)),
+        }),
     ),
     d(
         "endpointslice-mirroring-controller",
         Some("endpointslicemirroring"),
         Default,
         Some("endpointslicemirroring-controller"),
-        None,
+        Some(Implementation {
+            resources: endpointslicemirroring::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| one(endpointslicemirroring::build(c, &o.endpointslice_mirroring)),
+        }),
     ),
     d(
         "replicationcontroller-controller",
@@ -230,7 +253,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("podgc"),
         Default,
         Some("pod-garbage-collector"),
-        None,
+        Some(Implementation {
+            resources: podgc::RESOURCES,
+            sharding: Sharding::Refused(
+                "its --terminated-pod-gc-threshold counts terminated pods across the whole cluster, and it must see every Node to tell an orphaned pod; run it unsharded",
+            ),
+            build: |c, o| one(podgc::build(c, &o.podgc)),
+        }),
     ),
     d(
         "resourcequota-controller",
@@ -386,7 +415,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ttl"),
         Default,
         Some("ttl-controller"),
-        None,
+        Some(Implementation {
+            resources: ttl::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are Nodes, which belong to no namespace, and the TTL follows the count of all Nodes; run it unsharded",
+            ),
+            build: |c, _| one(ttl::build(c)),
+        }),
     ),
     d(
         "bootstrap-signer-controller",
@@ -675,7 +710,7 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-endpoint", "*"])).unwrap(),
+            select(&list(&["-horizontalpodautoscaling", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
@@ -822,7 +857,7 @@ mod tests {
             Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"endpoints-controller"));
+        assert!(default_controllers_missing().contains(&"horizontal-pod-autoscaler-controller"));
         assert!(!default_controllers_missing().contains(&"statefulset-controller"));
         assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }

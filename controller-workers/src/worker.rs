@@ -126,6 +126,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if selected.contains(&crate::controllers::nodeipam::NAME) {
         args.options.node_ipam.validate().map_err(UsageError)?;
     }
+    // KCM checks these whichever controllers run.
+    args.options.endpointslice.validate().map_err(UsageError)?;
+    args.options
+        .endpointslice_mirroring
+        .validate()
+        .map_err(UsageError)?;
     if args.shard.is_some() {
         if let Some(refusal) = registry::sharding_refusal(&selected) {
             return Err(UsageError(format!("--shard: {refusal}")).into());

@@ -132,12 +132,6 @@ pub(crate) struct LauncherArgs {
     /// Not acted on yet: front-proxy authentication of the secure port.
     #[arg(long)]
     pub requestheader_client_ca_file: Option<PathBuf>,
-    /// Not acted on yet (endpoints).
-    #[arg(long)]
-    pub concurrent_endpoint_syncs: Option<u32>,
-    /// Not acted on yet (endpointslice).
-    #[arg(long)]
-    pub concurrent_service_endpoint_syncs: Option<u32>,
     /// Not acted on yet (resourcequota).
     #[arg(long)]
     pub concurrent_resource_quota_syncs: Option<u32>,
@@ -147,9 +141,6 @@ pub(crate) struct LauncherArgs {
     /// Not acted on yet (horizontal-pod-autoscaler).
     #[arg(long)]
     pub concurrent_horizontal_pod_autoscaler_syncs: Option<u32>,
-    /// Not acted on yet (pod-garbage-collector).
-    #[arg(long)]
-    pub terminated_pod_gc_threshold: Option<u32>,
     /// Not acted on yet: profiling endpoints.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub profiling: Option<bool>,
@@ -172,12 +163,9 @@ impl LauncherArgs {
             cluster_name => "--cluster-name",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
-            concurrent_endpoint_syncs => "--concurrent-endpoint-syncs",
-            concurrent_service_endpoint_syncs => "--concurrent-service-endpoint-syncs",
             concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",
             concurrent_serviceaccount_token_syncs => "--concurrent-serviceaccount-token-syncs",
             concurrent_horizontal_pod_autoscaler_syncs => "--concurrent-horizontal-pod-autoscaler-syncs",
-            terminated_pod_gc_threshold => "--terminated-pod-gc-threshold",
             profiling => "--profiling",
         );
         given

@@ -215,6 +215,15 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
             .validate()
             .map_err(UsageError)?;
     }
+    // KCM checks these whichever controllers run.
+    args.controller_options
+        .endpointslice
+        .validate()
+        .map_err(UsageError)?;
+    args.controller_options
+        .endpointslice_mirroring
+        .validate()
+        .map_err(UsageError)?;
     let groups: Vec<Group> = match &args.process_groups {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -11,6 +11,7 @@
 //! comparing an existing object through [`repack_subsets`] first keeps a takeover from
 //! KCM from rewriting Endpoints whose content is already right.
 
+mod ip;
 mod repack;
 mod slice_tracker;
 mod trigger_time;
@@ -24,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::pods::{is_pod_ready, phase};
 use crate::store::{key_of, Store};
 
+pub use self::ip::{address_type_of, parse_ip_sloppy, ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6};
 pub use self::repack::{less_endpoint_address, repack_subsets, subsets_equal};
 pub use self::slice_tracker::EndpointSliceTracker;
 pub use self::trigger_time::TriggerTimeTracker;

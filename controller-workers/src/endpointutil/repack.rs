@@ -92,8 +92,8 @@ pub fn repack_subsets(subsets: &[EndpointSubset]) -> Vec<EndpointSubset> {
                     not_ready.push(address);
                 }
             }
-            ready.sort_by(|a, b| ordering(a, b));
-            not_ready.sort_by(|a, b| ordering(a, b));
+            ready.sort_by(ordering);
+            not_ready.sort_by(ordering);
             ports.sort_by_key(port_key);
             EndpointSubset {
                 addresses: (!ready.is_empty()).then_some(ready),
