@@ -62,6 +62,12 @@ impl Informers {
         self.client.clone()
     }
 
+    /// The namespace-hash shard this worker streams, for controllers that open streams of
+    /// their own on namespaced resources (the resource quota monitors).
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TypeId, Entry>> {
         self.entries
             .lock()

@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
     clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoint, endpointslice,
-    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootcacertpublisher, serviceaccount, statefulset, tainteviction, ttl,
-    ttlafterfinished,
+    endpointslicemirroring, garbagecollector, job, legacysatokencleaner, namespace, nodeipam,
+    nodelifecycle, podgc, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
+    serviceaccounttoken, statefulset, tainteviction, ttl, ttlafterfinished,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,9 +155,15 @@ pub struct ControllerOptions {
     #[command(flatten)]
     pub root_ca_cert_publisher: rootcacertpublisher::Options,
     #[command(flatten)]
+    pub serviceaccount_token: serviceaccounttoken::Options,
+    #[command(flatten)]
+    pub legacy_sa_token_cleaner: legacysatokencleaner::Options,
+    #[command(flatten)]
     pub endpointslice: endpointslice::Options,
     #[command(flatten)]
     pub podgc: podgc::Options,
+    #[command(flatten)]
+    pub resource_quota: resourcequota::Options,
     #[command(flatten)]
     pub endpoint: endpoint::Options,
     #[command(flatten)]
@@ -195,7 +201,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("serviceaccount-token"),
         Default,
         None,
-        None,
+        Some(Implementation {
+            resources: serviceaccounttoken::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| {
+                serviceaccounttoken::build(c, &o.serviceaccount_token, &o.root_ca_cert_publisher)
+            },
+        }),
     ),
     d(
         "endpoints-controller",
@@ -266,7 +278,12 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("resourcequota"),
         Default,
         Some("resourcequota-controller"),
-        None,
+        Some(Implementation {
+            resources: resourcequota::RESOURCES,
+            // Quotas count within their namespace, and the monitors stream the same shard.
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| resourcequota::build(c, &o.resource_quota),
+        }),
     ),
     d(
         "namespace-controller",
@@ -572,7 +589,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("legacy-service-account-token-cleaner"),
         Default,
         Some("legacy-service-account-token-cleaner"),
-        None,
+        Some(Implementation {
+            resources: legacysatokencleaner::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| one(legacysatokencleaner::build(c, &o.legacy_sa_token_cleaner)),
+        }),
     ),
     d(
         "validatingadmissionpolicy-status-controller",
@@ -789,7 +810,12 @@ mod tests {
                 metrics: crate::metrics::Metrics::new(),
                 ready_checks: std::default::Default::default(),
             };
-            (implementation.build)(&context, &ControllerOptions::default()).unwrap();
+            let built = (implementation.build)(&context, &ControllerOptions::default()).unwrap();
+            if built.is_empty() {
+                // Disabled by its defaults (the token controller without a key file): it
+                // reads nothing; its own tests check what it reads when it runs.
+                continue;
+            }
             let mut declared: Vec<String> = implementation
                 .resources
                 .iter()

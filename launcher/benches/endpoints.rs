@@ -8,10 +8,12 @@
 //! and measures the time until every Endpoints object lists 10 ready addresses and every
 //! Service's EndpointSlices 10 ready endpoints.
 //!
-//! Baseline, same cluster, same run: the same 1,000 gate writes, followed by a plain
-//! client writing the 200 objects the controllers end with (100 Endpoints and 100
-//! EndpointSlices of 10 ready endpoints each), `common::IN_FLIGHT` writes in flight: what
-//! the API server needs for the work itself. Also the peak RSS of both processes.
+//! Baseline, same cluster, same run: the same 1,000 gate writes, the kubelet's 1,000
+//! status writes that make the pods Ready, then a plain client writing the 200 objects
+//! the controllers end with (100 Endpoints and 100 EndpointSlices of 10 ready endpoints
+//! each), `common::IN_FLIGHT` writes in flight: what the API server needs for the work
+//! itself. Also how long after the last pod was seen Ready the endpoints showed it, and the
+//! peak RSS of both processes.
 //!
 //! `cargo bench -p rkcm --bench endpoints`
 
@@ -176,6 +178,35 @@ async fn workload(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
     }
 }
 
+/// How many of the namespace's pods are Ready.
+async fn ready_pods(client: &kube::Client, ns: &str) -> anyhow::Result<usize> {
+    Ok(Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count())
+}
+
+/// Polls until every pod of the namespace is Ready, at most 10 minutes.
+async fn until_ready(client: &kube::Client, ns: &str, start: Instant) -> anyhow::Result<Duration> {
+    let deadline = start + Duration::from_secs(600);
+    while ready_pods(client, ns).await? < SERVICES * PODS_PER_SERVICE {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{ns}: pods not Ready after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(start.elapsed())
+}
+
 /// Sets the readiness gate's condition on every pod.
 async fn open_gates(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -193,12 +224,14 @@ async fn open_gates(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
 }
 
 /// The baseline: the gate writes, then the 200 final objects written by a plain client.
+/// The baseline's times from the first gate write: every pod Ready (the gate writes and
+/// the kubelet's status writes), then the 200 objects written.
 async fn baseline(client: &kube::Client) -> anyhow::Result<(Duration, Duration)> {
     let ns = "endpoints-baseline";
     workload(client, ns).await?;
     let start = Instant::now();
     open_gates(client, ns).await?;
-    let gates = start.elapsed();
+    let ready = until_ready(client, ns, start).await?;
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), ns);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), ns);
     common::create_all(SERVICES * 2, |i| {
@@ -226,7 +259,7 @@ async fn baseline(client: &kube::Client) -> anyhow::Result<(Duration, Duration)>
         }
     })
     .await?;
-    Ok((gates, start.elapsed()))
+    Ok((ready, start.elapsed()))
 }
 
 async fn run() -> anyhow::Result<()> {
@@ -235,12 +268,16 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "endpoints benchmark (release; kube-sim and node-sim in the bench process, {NODES} simulated nodes, {SERVICES} Services x {PODS_PER_SERVICE} pods)"
     );
-    let (gates, base) = baseline(client).await?;
+    // Pods need node-lifecycle (the startup taint) and the root-ca publisher, baseline or not.
+    let infrastructure = common::Rkcm::start(kubeconfig, "", "0", "30").await?;
+    let (base_ready, base) = baseline(client).await?;
+    drop(infrastructure);
     println!(
-        "baseline: {} readiness-gate writes {:.2} s, then {} Endpoints and EndpointSlices by a plain client: {:.2} s in all",
+        "baseline: {} readiness-gate writes, every pod Ready after {:.2} s, then {} Endpoints and EndpointSlices by a plain client ({:.2} s): {:.2} s in all",
         SERVICES * PODS_PER_SERVICE,
-        gates.as_secs_f64(),
+        base_ready.as_secs_f64(),
         SERVICES * 2,
+        (base - base_ready).as_secs_f64(),
         base.as_secs_f64()
     );
     for (label, name, qps, burst) in [
@@ -260,13 +297,17 @@ async fn run() -> anyhow::Result<()> {
         let listed = unready.elapsed();
         let start = Instant::now();
         open_gates(client, &ns).await?;
+        let ready = until_ready(client, &ns, start).await?;
         let shown = until_shown(client, &ns, start, PODS_PER_SERVICE).await?;
         let (informer_rss, worker_rss) = rkcm.peak_rss();
         println!(
-            "rkcm, {label}: {} pods Ready behind {SERVICES} Services shown in every Endpoints and EndpointSlice after {:.2} s = {:.2}x baseline (unready ones listed {:.2} s after they ran); peak RSS informer-server {:.1} MiB, worker {:.1} MiB",
+            "rkcm, {label}: {} pods Ready behind {SERVICES} Services (all Ready after {:.2} s) shown in every Endpoints and EndpointSlice after {:.2} s = {:.2}x baseline, {:.2} s after the last pod was seen Ready (baseline's writes: {:.2} s) (unready ones listed {:.2} s after they ran); peak RSS informer-server {:.1} MiB, worker {:.1} MiB",
             SERVICES * PODS_PER_SERVICE,
+            ready.as_secs_f64(),
             shown.as_secs_f64(),
             shown.as_secs_f64() / base.as_secs_f64(),
+            shown.saturating_sub(ready).as_secs_f64(),
+            (base - base_ready).as_secs_f64(),
             listed.as_secs_f64(),
             informer_rss as f64 / 1048576.0,
             worker_rss as f64 / 1048576.0,
@@ -276,12 +317,5 @@ async fn run() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    if let Err(error) = runtime.block_on(run()) {
-        eprintln!("benchmark failed: {error:#}");
-        std::process::exit(1);
-    }
+    common::main(run());
 }

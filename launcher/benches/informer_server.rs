@@ -419,12 +419,5 @@ async fn run() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    if let Err(error) = runtime.block_on(run()) {
-        eprintln!("benchmark failed: {error:#}");
-        std::process::exit(1);
-    }
+    common::main(run());
 }

@@ -133,7 +133,10 @@ async fn run() -> anyhow::Result<()> {
         "{DEPLOYMENTS} Deployments x {REPLICAS} replicas until {PODS} pods Running; {} creations in flight",
         common::IN_FLIGHT
     );
+    // Pods need node-lifecycle (the startup taint) and the root-ca publisher, baseline or not.
+    let infrastructure = common::Rkcm::start(kubeconfig, "", "0", "30").await?;
     let base = baseline(client).await?;
+    drop(infrastructure);
     println!(
         "baseline: a plain client creating {PODS} pods directly: {:.2} s",
         base.as_secs_f64()
@@ -164,12 +167,5 @@ async fn run() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    if let Err(error) = runtime.block_on(run()) {
-        eprintln!("benchmark failed: {error:#}");
-        std::process::exit(1);
-    }
+    common::main(run());
 }

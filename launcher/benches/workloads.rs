@@ -170,8 +170,11 @@ async fn run() -> anyhow::Result<()> {
     let (client, kubeconfig) = (&cluster.client, &cluster.kubeconfig);
     let nodes = cluster.node_names().await?;
     println!("workloads benchmark (release; kube-sim and node-sim in the bench process, {NODES} simulated nodes)");
+    // Pods need node-lifecycle (the startup taint) and the root-ca publisher, baseline or not.
+    let infrastructure = common::Rkcm::start(kubeconfig, "", "0", "30").await?;
     let ds_base = daemon_baseline(client, &nodes).await?;
     let sts_base = ordered_baseline(client).await?;
+    drop(infrastructure);
     println!(
         "baseline: {NODES} pinned pods by a plain client: {:.2} s; {SET_REPLICAS} pods one after another, each once the last is Ready: {:.2} s",
         ds_base.as_secs_f64(),
@@ -201,12 +204,5 @@ async fn run() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    if let Err(error) = runtime.block_on(run()) {
-        eprintln!("benchmark failed: {error:#}");
-        std::process::exit(1);
-    }
+    common::main(run());
 }

@@ -1,6 +1,9 @@
 //! `rkcm dev`: the whole thing on one machine, for a first look. It starts the embedded
-//! development cluster (kube-sim and node-sim's simulated nodes), then `rkcm launcher`
-//! as its own process (which starts the informer-server and the workers), writes a
+//! development cluster (kube-sim and node-sim's simulated nodes) with its keys in a PKI
+//! directory as kubeadm's `/etc/kubernetes/pki` (`ca.crt`, `ca.key`, `sa.key`, `sa.pub`),
+//! then `rkcm launcher` as its own process (which starts the informer-server and the
+//! workers) with the flags kubeadm's manifest gives KCM for them (`--root-ca-file`,
+//! `--service-account-private-key-file`), writes a
 //! kubeconfig, creates a small demo (namespace `rkcm-demo` with a Deployment `hello`),
 //! and says how to watch it with kubectl, grpcurl and curl. Ctrl-C stops everything.
 
@@ -35,14 +38,25 @@ pub(crate) struct DevArgs {
     /// The launcher's runtime directory (the informer-server's socket is in it).
     #[arg(long, default_value = "./.rkcm-dev")]
     pub runtime_dir: PathBuf,
+    /// Where the development cluster writes its keys (default: `pki` in --runtime-dir).
+    #[arg(long)]
+    pub pki_dir: Option<PathBuf>,
     /// Do not create the demo namespace and Deployment.
     #[arg(long)]
     pub no_demo: bool,
 }
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.runtime_dir)
+        .with_context(|| format!("creating {}", args.runtime_dir.display()))?;
+    let runtime_dir = std::fs::canonicalize(&args.runtime_dir)?;
+    let pki_dir = args
+        .pki_dir
+        .clone()
+        .unwrap_or_else(|| runtime_dir.join("pki"));
     let sim = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
+        pki_dir: Some(pki_dir.clone()),
         ..Default::default()
     })
     .await
@@ -58,9 +72,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
             ..Default::default()
         },
     );
-    std::fs::create_dir_all(&args.runtime_dir)
-        .with_context(|| format!("creating {}", args.runtime_dir.display()))?;
-    let runtime_dir = std::fs::canonicalize(&args.runtime_dir)?;
+    let pki_dir = std::fs::canonicalize(&pki_dir)?;
     let mut command = tokio::process::Command::new(std::env::current_exe()?);
     crate::supervisor::die_with_parent_in_own_group(&mut command);
     let mut launcher = command
@@ -69,6 +81,11 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .arg(&kubeconfig)
         .arg("--runtime-dir")
         .arg(&runtime_dir)
+        // As kubeadm's manifest names /etc/kubernetes/pki's files.
+        .arg("--root-ca-file")
+        .arg(pki_dir.join("ca.crt"))
+        .arg("--service-account-private-key-file")
+        .arg(pki_dir.join("sa.key"))
         .args([
             "--bind-address",
             "127.0.0.1",

@@ -111,9 +111,6 @@ pub(crate) struct LauncherArgs {
 
     // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
     // them yet, and names each one given in a warning at start.
-    /// Not acted on yet (serviceaccount-token).
-    #[arg(long)]
-    pub service_account_private_key_file: Option<PathBuf>,
     /// Not acted on yet (csrsigning).
     #[arg(long)]
     pub cluster_signing_cert_file: Option<PathBuf>,
@@ -132,12 +129,6 @@ pub(crate) struct LauncherArgs {
     /// Not acted on yet: front-proxy authentication of the secure port.
     #[arg(long)]
     pub requestheader_client_ca_file: Option<PathBuf>,
-    /// Not acted on yet (resourcequota).
-    #[arg(long)]
-    pub concurrent_resource_quota_syncs: Option<u32>,
-    /// Not acted on yet (serviceaccount-token).
-    #[arg(long)]
-    pub concurrent_serviceaccount_token_syncs: Option<u32>,
     /// Not acted on yet (horizontal-pod-autoscaler).
     #[arg(long)]
     pub concurrent_horizontal_pod_autoscaler_syncs: Option<u32>,
@@ -156,15 +147,12 @@ impl LauncherArgs {
             };
         }
         check!(
-            service_account_private_key_file => "--service-account-private-key-file",
             cluster_signing_cert_file => "--cluster-signing-cert-file",
             cluster_signing_key_file => "--cluster-signing-key-file",
             cluster_signing_duration => "--cluster-signing-duration",
             cluster_name => "--cluster-name",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
-            concurrent_resource_quota_syncs => "--concurrent-resource-quota-syncs",
-            concurrent_serviceaccount_token_syncs => "--concurrent-serviceaccount-token-syncs",
             concurrent_horizontal_pod_autoscaler_syncs => "--concurrent-horizontal-pod-autoscaler-syncs",
             profiling => "--profiling",
         );

@@ -21,7 +21,8 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -76,12 +77,23 @@ async fn launch_as_kubeadm(cluster: &TestCluster, dir: &Path) -> Option<Launcher
         }
         None => "/etc/kubernetes/pki/ca.crt".to_string(),
     };
+    // kubeadm's ServiceAccount signing key: on kube-sim, its own key.
+    let sa_key = match &cluster.sim {
+        Some(sim) => {
+            let path = dir.join("sa.key");
+            std::fs::write(&path, sim.service_account_key().private_key_pem())
+                .expect("writing the ServiceAccount key");
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/sa.key".to_string(),
+    };
     let args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
         .map(|flag| {
             flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
                 .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
+                .replace("/etc/kubernetes/pki/sa.key", &sa_key)
         })
         .collect();
     let launcher = Launcher::start_with(args)
@@ -340,6 +352,50 @@ async fn under_kubeadms_identity_every_controller_writes_as_its_own_service_acco
         "rolled back"
     );
 
+    // A Service in front of it gets Endpoints and an EndpointSlice listing both pods.
+    kubectl(
+        &cluster,
+        &launcher,
+        &[
+            "expose",
+            "deployment",
+            "web",
+            "--port=80",
+            "--target-port=8080",
+            "-n",
+            &ns,
+        ],
+    )
+    .await;
+    let endpoints: Api<Endpoints> = Api::namespaced(cluster.client.clone(), &ns);
+    let slices: Api<EndpointSlice> = Api::namespaced(cluster.client.clone(), &ns);
+    wait(&launcher, "Endpoints and an EndpointSlice with the 2 pods", || {
+        let (endpoints, slices) = (endpoints.clone(), slices.clone());
+        async move {
+            let ready: usize = endpoints
+                .get_opt("web")
+                .await?
+                .and_then(|e| e.subsets)
+                .iter()
+                .flatten()
+                .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
+                .sum();
+            let managed = ListParams::default().labels(
+                "kubernetes.io/service-name=web,endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io",
+            );
+            let slice_ready = slices
+                .list(&managed)
+                .await?
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                .count();
+            Ok((ready == 2 && slice_ready == 2).then_some(()))
+        }
+    })
+    .await;
+
     // A StatefulSet and a DaemonSet become ready; a Job completes.
     apply(&cluster, &launcher, &ns, STATEFULSET).await;
     apply(&cluster, &launcher, &ns, DAEMONSET).await;
@@ -507,6 +563,8 @@ async fn under_kubeadms_identity_every_controller_writes_as_its_own_service_acco
         ("job-controller", "pods"),
         ("service-account-controller", "serviceaccounts"),
         ("generic-garbage-collector", "replicasets"),
+        ("endpoint-controller", "endpoints"),
+        ("endpointslice-controller", "endpointslices"),
     ] {
         let user = format!("{SA_PREFIX}{account}");
         assert!(

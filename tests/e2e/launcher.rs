@@ -378,6 +378,20 @@ async fn rkcm_dev_brings_the_demo_deployment_to_available() {
         "{}",
         dev_log()
     );
+    // The development cluster's keys, as kubeadm's /etc/kubernetes/pki holds them, are
+    // given to the launcher as kubeadm's manifest gives them to KCM: no flag is ignored.
+    for file in ["ca.crt", "ca.key", "sa.key", "sa.pub"] {
+        assert!(
+            dir.path().join("run/pki").join(file).is_file(),
+            "run/pki/{file}"
+        );
+    }
+    assert!(!dev_log().contains("not acted on"), "{}", dev_log());
+    assert!(
+        dev_log().contains("signing legacy service account tokens"),
+        "the serviceaccount-token controller runs with the cluster's key:\n{}",
+        dev_log()
+    );
     // Ctrl-C stops everything.
     // SAFETY: kill(2) on our own child.
     #[allow(unsafe_code)]
@@ -438,12 +452,23 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
         }
         None => "/etc/kubernetes/pki/ca.crt".to_string(),
     };
+    // kubeadm's ServiceAccount signing key (--service-account-private-key-file, acted on by
+    // the token controller): on kube-sim, its own key.
+    let sa_key = match &cluster.sim {
+        Some(sim) => {
+            let path = dir.path().join("sa.key");
+            std::fs::write(&path, sim.service_account_key().private_key_pem()).unwrap();
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/sa.key".to_string(),
+    };
     let mut args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
         .map(|flag| {
             flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
                 .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
+                .replace("/etc/kubernetes/pki/sa.key", &sa_key)
         })
         .collect();
     if cluster.sim.is_none() {
@@ -451,16 +476,17 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
     }
     let launcher = Launcher::start_with(args).await.unwrap();
     let log = launcher.log();
-    for flag in [
-        "--service-account-private-key-file",
-        "--cluster-signing-cert-file",
-    ] {
+    for flag in ["--cluster-signing-cert-file", "--cluster-signing-key-file"] {
         assert!(
             log.contains(&format!("flag=\"{flag}\"")) || log.contains(&format!("flag={flag}")),
             "no warning naming {flag}:\n{log}"
         );
     }
-    for flag in ["--use-service-account-credentials", "--root-ca-file"] {
+    for flag in [
+        "--use-service-account-credentials",
+        "--root-ca-file",
+        "--service-account-private-key-file",
+    ] {
         assert!(
             !log.contains(&format!("flag=\"{flag}\"")) && !log.contains(&format!("flag={flag} ")),
             "{flag} is acted on, not warned about:\n{log}"

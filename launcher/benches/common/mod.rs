@@ -56,7 +56,9 @@ pub(crate) struct Rkcm {
 
 impl Rkcm {
     /// Starts both and waits for the informer-server's socket; `qps`/`burst` are the
-    /// worker's per-controller client limits.
+    /// worker's per-controller client limits. `controllers` may be empty: the worker then
+    /// runs only what every pod needs (node-lifecycle, which lifts the startup taint, and
+    /// the root-ca publisher), as a baseline's cluster needs them too.
     pub(crate) async fn start(
         kubeconfig: &std::path::Path,
         controllers: &str,
@@ -100,7 +102,12 @@ impl Rkcm {
             // a pod's kube-api-access volume waits for the root-ca publisher's ConfigMap.
             .args([
                 "--controllers",
-                &format!("{controllers},nodelifecycle,root-ca-cert-publisher"),
+                &[controllers, "nodelifecycle,root-ca-cert-publisher"]
+                    .iter()
+                    .filter(|part| !part.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(","),
             ])
             .args(["--kube-api-qps", qps, "--kube-api-burst", burst])
             .env("RKCM_LOG", "warn")
@@ -197,5 +204,17 @@ impl BenchCluster {
             .into_iter()
             .filter_map(|n| n.metadata.name)
             .collect())
+    }
+}
+
+/// Runs a benchmark's `run` on a multi-threaded runtime; a failure is printed and exits 1.
+pub(crate) fn main(run: impl std::future::Future<Output = anyhow::Result<()>>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if let Err(error) = runtime.block_on(run) {
+        eprintln!("benchmark failed: {error:#}");
+        std::process::exit(1);
     }
 }

@@ -752,3 +752,112 @@ async fn field_ownership_is_recorded_per_manager() {
     );
     c.cleanup().await;
 }
+
+/// A pod's grace period holds it, whatever updates say: an update that leaves a pod being
+/// deleted without finalizers removes it only once no grace period runs (kube-apiserver's
+/// ShouldDeleteDuringUpdate), and a second deletion may only shorten the period, counted
+/// from the first request (BeforeDelete), zero included even while a finalizer holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_grace_period_holds_it_through_updates_and_only_shortens() {
+    let c = TestCluster::start().await.unwrap();
+    let Some(_) = c.sim_only("binding pods to a made-up node") else {
+        return;
+    };
+    let ns = c.namespace("grace").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
+    let create_bound = |name: &'static str, finalizers: serde_json::Value| {
+        let pods = pods.clone();
+        let client = c.client.clone();
+        let ns = ns.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "finalizers": finalizers},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}))
+            .unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+            let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                 "target": {"kind": "Node", "name": "ghost-node"}});
+            let req = http::Request::post(format!("/api/v1/namespaces/{ns}/pods/{name}/binding"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&binding).unwrap())
+                .unwrap();
+            client.request::<serde_json::Value>(req).await.unwrap();
+        }
+    };
+    let delete = |name: &'static str, grace: Option<u32>| {
+        let pods = pods.clone();
+        async move {
+            pods.delete(
+                name,
+                &DeleteParams {
+                    grace_period_seconds: grace,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let marks = |pod: &Pod| {
+        (
+            pod.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+            pod.metadata.deletion_grace_period_seconds,
+        )
+    };
+
+    // Without finalizers: a status update during the grace period leaves the pod.
+    create_bound("plain", json!([])).await;
+    delete("plain", None).await;
+    pods.patch_status(
+        "plain",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(marks(&pods.get("plain").await.unwrap()).1, Some(30));
+    delete("plain", Some(0)).await;
+    assert_eq!(api_code(&pods.get("plain").await), Some(404));
+
+    // With a finalizer: shortened to 10 s, counted from the first request; a longer period
+    // changes nothing; removing the finalizer during the grace period leaves it.
+    create_bound("held", json!(["example.com/hold"])).await;
+    delete("held", None).await;
+    let (first_at, _) = marks(&pods.get("held").await.unwrap());
+    let first_at = first_at.expect("a deletionTimestamp");
+    delete("held", Some(10)).await;
+    let (at, grace) = marks(&pods.get("held").await.unwrap());
+    assert_eq!(grace, Some(10));
+    assert_eq!(
+        at.map(|at| (first_at - at).get_seconds()),
+        Some(20),
+        "moved 20 s earlier"
+    );
+    delete("held", Some(20)).await;
+    assert_eq!(marks(&pods.get("held").await.unwrap()).1, Some(10));
+    // Cut to zero: it stays while the finalizer holds it, and goes with the finalizer.
+    delete("held", Some(0)).await;
+    assert_eq!(marks(&pods.get("held").await.unwrap()).1, Some(0));
+    pods.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api_code(&pods.get("held").await), Some(404));
+
+    // A finalizer removed while the grace period runs: the pod stays until it is cut.
+    create_bound("released", json!(["example.com/hold"])).await;
+    delete("released", None).await;
+    pods.patch(
+        "released",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(marks(&pods.get("released").await.unwrap()).1, Some(30));
+    delete("released", Some(0)).await;
+    assert_eq!(api_code(&pods.get("released").await), Some(404));
+}

@@ -521,7 +521,12 @@ pub(crate) struct WorkerStack {
 
 impl WorkerStack {
     pub(crate) async fn start(worker_args: &[&str]) -> WorkerStack {
-        let cluster = TestCluster::start().await.unwrap();
+        Self::start_on(TestCluster::start().await.unwrap(), worker_args).await
+    }
+
+    /// [`WorkerStack::start`] on a cluster the test started itself (to write files the
+    /// worker's flags name, such as the cluster's keys, first).
+    pub(crate) async fn start_on(cluster: TestCluster, worker_args: &[&str]) -> WorkerStack {
         let serial = serial_on_real_cluster(&cluster).await;
         let informer = InformerServer::start(&cluster, &[]).await.unwrap();
         let worker = Worker::start(&cluster, &informer, worker_args)

@@ -32,6 +32,10 @@ pub struct Sim {
     /// The `kid` of the tokens this cluster issues (upstream: the signing key's hash).
     token_key_id: String,
     ips: Mutex<IpAllocator>,
+    /// The key that verifies legacy ServiceAccount tokens (`sa.pub`), once set.
+    service_account_key: RwLock<Option<Arc<crate::legacy_tokens::ServiceAccountKey>>>,
+    /// When the legacy-token-tracking ConfigMap was last created (upstream's rate limit).
+    pub(crate) tracking_created: Mutex<Option<std::time::Instant>>,
 }
 
 /// Service cluster IPs from `--service-cluster-ip-range` (IPv4).
@@ -226,7 +230,25 @@ impl Sim {
                 base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
             },
             ips: Mutex::new(IpAllocator::new(service_cidr)),
+            service_account_key: RwLock::new(None),
+            tracking_created: Mutex::new(None),
         }
+    }
+
+    /// Sets the ServiceAccount signing key whose public half verifies legacy tokens
+    /// (kube-apiserver's `--service-account-key-file`).
+    pub fn set_service_account_key(&self, key: Arc<crate::legacy_tokens::ServiceAccountKey>) {
+        *self
+            .service_account_key
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(key);
+    }
+
+    pub fn service_account_key(&self) -> Option<Arc<crate::legacy_tokens::ServiceAccountKey>> {
+        self.service_account_key
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// What kube-apiserver creates at start: the system namespaces, the `kubernetes` Service
@@ -266,6 +288,8 @@ impl Sim {
                 tracing::warn!(error = %e, resource, "bootstrap policy object not created");
             }
         }
+        // kube-apiserver's legacy-token-tracking controller starts with the server.
+        self.reconcile_token_tracking();
     }
 
     /// The first address of the service range: the `kubernetes` Service's cluster IP.
@@ -1009,6 +1033,12 @@ impl Sim {
                 ));
             }
         }
+        // ResourceQuota admission, after validation; ahead of the IP allocation here so a
+        // refusal leaks no address (kube-apiserver allocates first and rolls back).
+        if let Some(ns) = ns.filter(|_| def.namespaced) {
+            let op = crate::quota::evaluator::Operation::Create;
+            crate::quota::admit(&mut t, def, ns, op, &obj, None, dry_run)?;
+        }
         if def.kind == "Service" && def.group.is_empty() {
             self.allocate_cluster_ip(&mut obj, &subject)?;
         }
@@ -1422,6 +1452,11 @@ impl Sim {
         if probe == *current {
             return Ok(ApiResponse::json(200, self.present(def, &current)));
         }
+        if sub.is_none() {
+            let op = crate::quota::evaluator::Operation::Update;
+            let dry_run = req.param("dryRun").is_some();
+            crate::quota::admit(&mut t, def, ns_s, op, &next, Some(&current), dry_run)?;
+        }
         if req.param("dryRun").is_some() {
             return Ok(ApiResponse::json(200, self.present(def, &probe)));
         }
@@ -1430,7 +1465,16 @@ impl Sim {
                 .map_err(|c| ApiError::invalid(Subject::new(&def.group, &def.kind, name), &c))?;
             next = crate::crd::establish(&next);
         }
-        if !next["metadata"]["deletionTimestamp"].is_null() && self.finalized(def, &next) {
+        // Removed by the update that leaves it without finalizers, once a deletion was asked
+        // for and no grace period is running (ShouldDeleteDuringUpdate): a pod whose
+        // kubelet has not finished it yet stays until the kubelet's own deletion.
+        let pending_grace = current["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(0);
+        if !current["metadata"]["deletionTimestamp"].is_null()
+            && pending_grace == 0
+            && self.finalized(def, &next)
+        {
             // The answer is the object as this update left it, the moment before it went.
             self.remove_locked(&mut t, def, ns_s, name);
             return Ok(ApiResponse::json(200, self.present(def, &probe)));
@@ -1907,10 +1951,22 @@ impl Sim {
                     m.insert("generation".into(), json!(g + 1));
                 }
             }
-        } else if grace > 0 {
-            let at = now() + chrono::Duration::seconds(grace);
-            m.insert("deletionTimestamp".into(), json!(timestamp(at)));
-            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        } else {
+            // Already being deleted: only a shorter grace period (zero included) moves the
+            // deletion earlier, counted from when it was asked for, as kube-apiserver's
+            // BeforeDelete does.
+            let existing = current["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0);
+            let asked_at = current["metadata"]["deletionTimestamp"]
+                .as_str()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc) - chrono::Duration::seconds(existing));
+            if let (true, Some(asked_at)) = (grace < existing, asked_at) {
+                let at = asked_at + chrono::Duration::seconds(grace);
+                m.insert("deletionTimestamp".into(), json!(timestamp(at)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            }
         }
         if def.kind == "Namespace" && def.group.is_empty() {
             if !next["status"].is_object() {
@@ -2372,8 +2428,24 @@ impl Sim {
         out["metadata"]["creationTimestamp"] = Value::Null;
         if kind == "TokenReview" {
             let token = str_at(&out, &["spec", "token"]).unwrap_or("").to_string();
-            out["status"] = match self.user_for_token(&token) {
-                Some(u) => {
+            let requested: Option<Vec<String>> = out["spec"]["audiences"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            });
+            let legacy = match self.user_for_token(&token) {
+                Some(_) => crate::legacy_tokens::LegacyOutcome::NotLegacy,
+                None => self.authenticate_legacy_token(&token, requested.as_deref()),
+            };
+            let known = match legacy {
+                crate::legacy_tokens::LegacyOutcome::Authenticated(user) => Ok(Some(user)),
+                crate::legacy_tokens::LegacyOutcome::Refused(why) => Err(why),
+                crate::legacy_tokens::LegacyOutcome::NotLegacy => Ok(self.user_for_token(&token)),
+            };
+            out["status"] = match known {
+                Err(why) => json!({"user": {}, "error": why}),
+                Ok(None) => json!({"user": {}, "error": "invalid bearer token"}),
+                Ok(Some(u)) => {
                     let audiences = match out["spec"]["audiences"].as_array() {
                         Some(a) if !a.is_empty() => json!(a),
                         _ => json!([API_AUDIENCE]),
@@ -2387,7 +2459,6 @@ impl Sim {
                     }
                     json!({"authenticated": true, "user": info, "audiences": audiences})
                 }
-                None => json!({"user": {}, "error": "invalid bearer token"}),
             };
             return Ok(ApiResponse::json(201, out));
         }

@@ -14,9 +14,11 @@ pub mod faults;
 pub mod go_json;
 mod gofmt;
 pub mod kubernetes_service;
+pub mod legacy_tokens;
 pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;
+pub mod quota;
 pub mod rbac;
 pub mod request;
 pub mod resources;
@@ -31,7 +33,7 @@ pub mod validation;
 pub mod watch;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use api::Sim;
@@ -52,6 +54,12 @@ pub struct Config {
     /// takes the listen address, or [`kubernetes_service::DEFAULT_ADVERTISE_ADDRESS`] when
     /// that is loopback or unspecified (an Endpoints address may be neither).
     pub advertise_address: Option<std::net::IpAddr>,
+    /// `--pki-dir`: where to write the cluster's keys as kubeadm's `/etc/kubernetes/pki`
+    /// holds them: `ca.crt`/`ca.key` (the CA that signs the serving and client
+    /// certificates; HTTPS only) and `sa.key`/`sa.pub` (the ServiceAccount token signing
+    /// key pair, whose public half verifies legacy tokens). Created if missing; the files
+    /// are rewritten at every start.
+    pub pki_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -62,6 +70,7 @@ impl Default for Config {
             plain_http: false,
             service_cluster_ip_range: "10.96.0.0/12".into(),
             advertise_address: None,
+            pki_dir: None,
         }
     }
 }
@@ -90,6 +99,9 @@ pub struct KubeSim {
     admin_token: Option<String>,
     /// kube-apiserver's bootstrap controller for `default/kubernetes`.
     kubernetes_service: tokio::task::JoinHandle<()>,
+    /// kube-apiserver's legacy-token-tracking controller.
+    token_tracking: tokio::task::JoinHandle<()>,
+    service_account_key: Arc<legacy_tokens::ServiceAccountKey>,
 }
 
 impl KubeSim {
@@ -102,10 +114,13 @@ impl KubeSim {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
         let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
+        let service_account_key = Arc::new(legacy_tokens::ServiceAccountKey::generate()?);
+        sim.set_service_account_key(service_account_key.clone());
         let advertise = kubernetes_service::advertise_address(config.advertise_address, addr);
         sim.bootstrap(advertise);
         let kubernetes_service =
             tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
+        let token_tracking = tokio::spawn(legacy_tokens::run_tracking(Arc::downgrade(&sim)));
         let state = Arc::new(server::ServerState {
             sim: sim.clone(),
             addr,
@@ -127,6 +142,9 @@ impl KubeSim {
             );
             (kc, Some(pki), Some(tls), None)
         };
+        if let Some(dir) = &config.pki_dir {
+            write_pki(dir, pki.as_ref(), &service_account_key)?;
+        }
         let task = tokio::spawn(server::serve(listener, state, tls.clone()));
         Ok(KubeSim {
             addr,
@@ -138,6 +156,8 @@ impl KubeSim {
             tls,
             admin_token,
             kubernetes_service,
+            token_tracking,
+            service_account_key,
         })
     }
 
@@ -152,14 +172,17 @@ impl KubeSim {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {} again: {e}", self.addr))?;
         self.kubernetes_service.abort();
+        self.token_tracking.abort();
         let sim = Arc::new(Sim::new(
             self.config.history,
             &self.config.service_cluster_ip_range,
         ));
+        sim.set_service_account_key(self.service_account_key.clone());
         let advertise = self.advertise();
         sim.bootstrap(advertise);
         self.kubernetes_service =
             tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
+        self.token_tracking = tokio::spawn(legacy_tokens::run_tracking(Arc::downgrade(&sim)));
         if let Some(token) = &self.admin_token {
             register_admin(&sim, token);
         }
@@ -198,6 +221,16 @@ impl KubeSim {
         self.pki
             .as_ref()
             .map(|p| (p.ca_pem.as_str(), p.ca_key_pem()))
+    }
+
+    /// The ServiceAccount token signing key pair (`sa.key`/`sa.pub`).
+    pub fn service_account_key(&self) -> &legacy_tokens::ServiceAccountKey {
+        &self.service_account_key
+    }
+
+    /// `--pki-dir`, when given.
+    pub fn pki_dir(&self) -> Option<&Path> {
+        self.config.pki_dir.as_deref()
     }
 
     /// A kubeconfig for another user, with a client certificate signed by the cluster CA.
@@ -304,7 +337,36 @@ impl Drop for KubeSim {
     fn drop(&mut self) {
         self.task.abort();
         self.kubernetes_service.abort();
+        self.token_tracking.abort();
     }
+}
+
+/// Writes the PKI files of `--pki-dir` (see [`Config::pki_dir`]): private keys readable by
+/// their owner only.
+fn write_pki(
+    dir: &Path,
+    pki: Option<&certs::ClusterPki>,
+    service_account_key: &legacy_tokens::ServiceAccountKey,
+) -> anyhow::Result<()> {
+    let context = |file: &str| format!("cannot write {}", dir.join(file).display());
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create --pki-dir {}: {e}", dir.display()))?;
+    let write = |file: &str, data: &str, private: bool| -> anyhow::Result<()> {
+        let path = dir.join(file);
+        let written = if private {
+            write_private(&path, data.as_bytes())
+        } else {
+            std::fs::write(&path, data)
+        };
+        written.map_err(|e| anyhow::anyhow!("{}: {e}", context(file)))
+    };
+    if let Some(pki) = pki {
+        write("ca.crt", &pki.ca_pem, false)?;
+        write("ca.key", pki.ca_key_pem(), true)?;
+    }
+    write("sa.key", service_account_key.private_key_pem(), true)?;
+    write("sa.pub", service_account_key.public_key_pem(), false)?;
+    Ok(())
 }
 
 pub async fn client_from_kubeconfig(yaml: &str) -> anyhow::Result<kube::Client> {

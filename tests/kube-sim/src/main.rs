@@ -31,6 +31,12 @@ struct Args {
     /// address, or 172.18.0.2 when that is loopback or unspecified).
     #[arg(long = "advertise-address")]
     advertise_address: Option<std::net::IpAddr>,
+    /// Write the cluster's keys into DIR as kubeadm's /etc/kubernetes/pki holds them:
+    /// ca.crt and ca.key (the cluster CA), sa.key and sa.pub (the ServiceAccount token
+    /// signing key pair), for kube-controller-manager's --root-ca-file,
+    /// --service-account-private-key-file and --cluster-signing-{cert,key}-file.
+    #[arg(long = "pki-dir")]
+    pki_dir: Option<PathBuf>,
     /// Also simulate N nodes (kubelets and a scheduler) against this cluster, as node-sim does.
     #[arg(long, default_value_t = 0)]
     nodes: u32,
@@ -52,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
         plain_http: args.plain_http,
         service_cluster_ip_range: args.service_cluster_ip_range,
         advertise_address: args.advertise_address,
+        pki_dir: args.pki_dir,
     })
     .await?;
     sim.write_kubeconfig(&args.kubeconfig_out).map_err(|e| {

@@ -169,8 +169,18 @@ async fn handle(
     let authenticated = match bearer {
         Some(t) => match state.sim.user_for_token(&t) {
             Some(u) => u,
-            // A credential that does not authenticate is refused outright, as upstream does.
-            None => return to_http(error_response(ApiError::unauthorized())),
+            None => match state.sim.authenticate_legacy_token(&t, None) {
+                crate::legacy_tokens::LegacyOutcome::Authenticated(u) => u,
+                // A credential that does not authenticate is refused outright, as
+                // upstream does.
+                crate::legacy_tokens::LegacyOutcome::Refused(why) => {
+                    tracing::debug!(error = %why, "legacy service account token refused");
+                    return to_http(error_response(ApiError::unauthorized()));
+                }
+                crate::legacy_tokens::LegacyOutcome::NotLegacy => {
+                    return to_http(error_response(ApiError::unauthorized()))
+                }
+            },
         },
         // Plain HTTP is kube-apiserver's old insecure port: whoever connects is the admin
         // (kubectl never sends a token over plain HTTP).

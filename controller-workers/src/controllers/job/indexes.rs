@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::Pod;
 
 pub(super) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -11,6 +12,23 @@ pub(super) const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-co
 /// How many of an index's failures a podFailurePolicy rule ignored before this pod.
 pub(super) const IGNORED_FAILURE_COUNT: &str =
     "batch.kubernetes.io/job-index-ignored-failure-count";
+
+pub(super) fn is_indexed(spec: &JobSpec) -> bool {
+    spec.completion_mode.as_deref() == Some("Indexed")
+}
+
+/// The completion mode as the metrics label it: `Indexed` or `NonIndexed`.
+pub(super) fn completion_mode(job: &Job) -> &'static str {
+    match job.spec.as_ref() {
+        Some(spec) if is_indexed(spec) => "Indexed",
+        _ => "NonIndexed",
+    }
+}
+
+/// backoffLimitPerIndex, which only an Indexed Job has.
+pub(super) fn per_index_limit(spec: &JobSpec) -> Option<i32> {
+    spec.backoff_limit_per_index.filter(|_| is_indexed(spec))
+}
 
 pub(super) fn parse(text: &str, completions: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();

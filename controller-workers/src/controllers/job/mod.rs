@@ -13,13 +13,30 @@
 //! the Complete condition; podFailurePolicy (FailJob through the FailureTarget
 //! condition, reason PodFailurePolicy; Ignore; Count) and podReplacementPolicy (with
 //! `Failed`, or any podFailurePolicy, terminating pods are not replaced until they
-//! failed; status.terminating). Not here yet: backoffLimitPerIndex (and the FailIndex
-//! action), successPolicy (not served by 1.29), terminated_pods_tracking_finalizer_total.
+//! failed; status.terminating); backoffLimitPerIndex (failedIndexes, the FailIndex
+//! action, maxFailedIndexes). Not here yet: successPolicy (not served by 1.29),
+//! terminated_pods_tracking_finalizer_total.
+//!
+//! A sync, as upstream's `syncJob`: [`sync`] claims the Job's pods and has them counted
+//! ([`counting`]); [`decisions`] decides, without a cluster, whether the Job fails,
+//! completes or is suspended, and for a running Job [`active`] which pods to create or
+//! delete (held back by [`backoff`]); [`sync`] then deletes and creates the pods (made by
+//! [`template`]) and writes the status in the steps of [`tracking`] around the finalizer
+//! removals.
 
+mod active;
+mod backoff;
+mod conditions;
+mod counting;
+mod decisions;
+#[cfg(test)]
+mod fixtures;
 mod indexes;
 mod metrics;
 mod pod_failure_policy;
 mod sync;
+mod template;
+mod tracking;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -218,13 +235,7 @@ impl Controller {
 
     /// A pod seen without the job-tracking finalizer: its removal has landed.
     fn observe_release(&self, key: &str, pod: &Pod) {
-        let held = pod
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == TRACKING_FINALIZER);
-        if !held {
+        if !counting::has_finalizer(pod) {
             let uid = pod.metadata.uid.as_deref().unwrap_or_default();
             self.finalizer_removals.observed(key, uid);
         }

@@ -112,7 +112,6 @@ pub fn node_object(name: &str, index: usize, config: &NodeSimConfig, now: Timest
                 "topology.kubernetes.io/region": "sim-region",
                 POOL_LABEL: pool(&config.name_prefix),
             },
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": if config.assign_pod_cidrs {
             json!({"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)], "providerID": format!("node-sim://{name}")})

@@ -11,7 +11,6 @@
 //! the Service gets a `TopologyAwareHintsDisabled` event saying why, with upstream's
 //! words.
 
-mod quantity;
 mod sliceinfo;
 mod utils;
 
@@ -26,6 +25,7 @@ use k8s_openapi::api::discovery::v1::{EndpointHints, ForZone};
 use tracing::{debug, info};
 
 use crate::locks::lock;
+use crate::quantity::Quantity;
 use crate::recorder::{NORMAL, WARNING};
 
 use super::utils::ZONE_LABEL;
@@ -263,7 +263,7 @@ impl TopologyCache {
                 .as_ref()
                 .and_then(|status| status.allocatable.as_ref())
                 .and_then(|allocatable| allocatable.get("cpu"))
-                .and_then(|quantity| quantity::milli_value(&quantity.0))
+                .and_then(|quantity| Quantity::from_api(&quantity.0).ok()?.milli_value())
                 .unwrap_or(0);
             let zone = node
                 .metadata

@@ -1,0 +1,458 @@
+//! Table tests of a Job's finish decision, with cases after upstream's
+//! TestControllerSyncJob, TestSyncJobPastDeadline, TestSyncJobWithJobPodFailurePolicy and
+//! TestSyncJobWithJobBackoffLimitPerIndex.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::batch::v1::JobCondition;
+use k8s_openapi::api::core::v1::PodSpec;
+
+use super::*;
+use crate::controllers::job::counting::count;
+use crate::controllers::job::fixtures::{
+    self, condition, exit_code_policy, indexed, job, pod, set_status, spec,
+};
+
+fn with(mut spec: JobSpec, change: impl FnOnce(&mut JobSpec)) -> JobSpec {
+    change(&mut spec);
+    spec
+}
+
+fn ago(seconds: i64) -> Time {
+    Time(fixtures::now() - SignedDuration::from_secs(seconds))
+}
+
+struct Case {
+    name: &'static str,
+    spec: JobSpec,
+    status: JobStatus,
+    pods: Vec<Arc<Pod>>,
+    satisfied: bool,
+    /// The reasons of the events recorded, in order.
+    events: &'static [&'static str],
+    deletes: usize,
+    creates: usize,
+}
+
+fn case(name: &'static str, spec: JobSpec, pods: Vec<Arc<Pod>>) -> Case {
+    Case {
+        name,
+        spec,
+        status: JobStatus::default(),
+        pods,
+        satisfied: true,
+        events: &[],
+        deletes: 0,
+        creates: 0,
+    }
+}
+
+impl Case {
+    fn status(mut self, status: JobStatus) -> Self {
+        self.status = status;
+        self
+    }
+    fn unsatisfied(mut self) -> Self {
+        self.satisfied = false;
+        self
+    }
+    fn events(mut self, reasons: &'static [&'static str]) -> Self {
+        self.events = reasons;
+        self
+    }
+    fn deletes(mut self, count: usize) -> Self {
+        self.deletes = count;
+        self
+    }
+    fn creates(mut self, count: usize) -> Self {
+        self.creates = count;
+        self
+    }
+}
+
+fn decide(spec: JobSpec, status: JobStatus, pods: Vec<Arc<Pod>>, satisfied: bool) -> Plan {
+    let mut job = job(spec);
+    set_status(&mut job, status);
+    let counts = count(&job, pods, HashSet::new());
+    plan(&job, &counts, satisfied, fixtures::now())
+}
+
+fn check(cases: Vec<Case>) {
+    for case in cases {
+        let plan = decide(case.spec, case.status, case.pods, case.satisfied);
+        let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, case.events, "{}: events", case.name);
+        assert_eq!(plan.delete.len(), case.deletes, "{}: deleted", case.name);
+        assert_eq!(plan.create.len(), case.creates, "{}: created", case.name);
+        let failed = plan.finished.as_ref().filter(|(ok, _)| !ok).map(|(_, r)| r);
+        let failed_event = plan.events.first().filter(|e| e.type_ == WARNING);
+        assert_eq!(
+            failed,
+            failed_event.map(|e| &e.reason),
+            "{}: a failure is finished with its reason and a warning",
+            case.name
+        );
+    }
+}
+
+fn failed(n: i32) -> JobStatus {
+    JobStatus {
+        failed: Some(n),
+        ..JobStatus::default()
+    }
+}
+
+fn on_failure(spec: JobSpec) -> JobSpec {
+    with(spec, |s| {
+        s.template.spec = Some(PodSpec {
+            restart_policy: Some("OnFailure".into()),
+            ..PodSpec::default()
+        })
+    })
+}
+
+fn deadline(spec: JobSpec, seconds: i64) -> JobSpec {
+    with(spec, |s| s.active_deadline_seconds = Some(seconds))
+}
+
+fn started(seconds_ago: i64) -> JobStatus {
+    JobStatus {
+        start_time: Some(ago(seconds_ago)),
+        ..JobStatus::default()
+    }
+}
+
+fn per_index(spec: JobSpec, max_failed: Option<i32>) -> JobSpec {
+    with(spec, |s| {
+        s.backoff_limit_per_index = Some(0);
+        s.max_failed_indexes = max_failed;
+    })
+}
+
+fn conditions(list: Vec<JobCondition>) -> JobStatus {
+    JobStatus {
+        conditions: Some(list),
+        ..JobStatus::default()
+    }
+}
+
+#[test]
+fn failure_reasons_come_in_upstreams_order() {
+    let running = || pod("r", "Running").build();
+    let fatal = || pod("f", "Failed").exit_code(42).build();
+    let fail_job = |s: JobSpec| {
+        with(s, |s| {
+            s.pod_failure_policy = Some(exit_code_policy(&[("FailJob", 42)]))
+        })
+    };
+    let target = JobCondition {
+        reason: Some("PodFailurePolicy".into()),
+        message: Some("earlier".into()),
+        ..condition("FailureTarget", "True")
+    };
+    let index_failed = |i: &str| pod(i, "Failed").index(i).build();
+    check(vec![
+        case("failures at the limit", spec(2, Some(5)), vec![running()])
+            .status(failed(6))
+            .creates(1),
+        case(
+            "failures beyond the limit",
+            spec(2, Some(5)),
+            vec![running()],
+        )
+        .status(failed(7))
+        .events(&["BackoffLimitExceeded"])
+        .deletes(1),
+        case(
+            "a new failure beyond a zero limit",
+            with(spec(2, Some(5)), |s| s.backoff_limit = Some(0)),
+            vec![pod("f", "Failed").build()],
+        )
+        .events(&["BackoffLimitExceeded"]),
+        case(
+            "OnFailure restarts reach the limit",
+            on_failure(with(spec(1, Some(1)), |s| s.backoff_limit = Some(2))),
+            vec![pod("r", "Running").restarts(2).build()],
+        )
+        .events(&["BackoffLimitExceeded"])
+        .deletes(1),
+        case(
+            "OnFailure restarts below the limit",
+            on_failure(with(spec(1, Some(1)), |s| s.backoff_limit = Some(3))),
+            vec![pod("r", "Running").restarts(2).build()],
+        ),
+        case(
+            "with a zero limit one restart is too many",
+            on_failure(with(spec(1, Some(1)), |s| s.backoff_limit = Some(0))),
+            vec![pod("r", "Running").restarts(1).build()],
+        )
+        .events(&["BackoffLimitExceeded"])
+        .deletes(1),
+        case(
+            "restarts of a finished pod do not count",
+            on_failure(with(spec(1, Some(2)), |s| s.backoff_limit = Some(0))),
+            vec![pod("s", "Succeeded").restarts(1).build()],
+        )
+        .creates(1),
+        case(
+            "deadline passed",
+            deadline(spec(1, Some(1)), 10),
+            vec![running()],
+        )
+        .status(started(11))
+        .events(&["DeadlineExceeded"])
+        .deletes(1),
+        case(
+            "backoff limit before deadline",
+            deadline(spec(1, Some(1)), 10),
+            vec![running()],
+        )
+        .status(JobStatus {
+            failed: Some(7),
+            ..started(11)
+        })
+        .events(&["BackoffLimitExceeded"])
+        .deletes(1),
+        case(
+            "a FailJob rule",
+            fail_job(spec(1, Some(1))),
+            vec![fatal(), running()],
+        )
+        .events(&["PodFailurePolicy"])
+        .deletes(1),
+        case(
+            "a FailJob rule before the backoff limit",
+            fail_job(spec(1, Some(1))),
+            vec![fatal()],
+        )
+        .status(failed(7))
+        .events(&["PodFailurePolicy"]),
+        case(
+            "a FailureTarget set before wins",
+            spec(1, Some(1)),
+            vec![running()],
+        )
+        .status(JobStatus {
+            failed: Some(7),
+            ..conditions(vec![target.clone()])
+        })
+        .events(&["PodFailurePolicy"])
+        .deletes(1),
+        case(
+            "maxFailedIndexes exceeded",
+            per_index(indexed(2, 4), Some(0)),
+            vec![index_failed("0"), running()],
+        )
+        .events(&["MaxFailedIndexesExceeded"])
+        .deletes(1),
+        case(
+            "maxFailedIndexes reached only",
+            per_index(indexed(2, 4), Some(1)),
+            vec![index_failed("0")],
+        )
+        .creates(2),
+        case(
+            "failed indexes once none is left to run",
+            per_index(indexed(2, 2), None),
+            vec![index_failed("0"), pod("s", "Succeeded").index("1").build()],
+        )
+        .events(&["FailedIndexes"]),
+        case(
+            "failed indexes wait for the others",
+            per_index(indexed(1, 3), None),
+            vec![index_failed("0"), pod("r", "Running").index("1").build()],
+        ),
+    ]);
+}
+
+#[test]
+fn completion_suspension_and_expectations() {
+    let suspended = JobCondition {
+        reason: Some("JobSuspended".into()),
+        ..condition("Suspended", "True")
+    };
+    let suspend = |s: JobSpec| with(s, |s| s.suspend = Some(true));
+    let succeeded = |n: usize| -> Vec<Arc<Pod>> {
+        (0..n)
+            .map(|i| pod(&format!("s{i}"), "Succeeded").build())
+            .collect()
+    };
+    check(vec![
+        case("job finish", spec(2, Some(5)), succeeded(5)).events(&["Completed"]),
+        case(
+            "completions reached with a pod left",
+            spec(2, Some(2)),
+            [succeeded(2), vec![pod("r", "Running").build()]].concat(),
+        )
+        .events(&["Completed"])
+        .deletes(1),
+        case("work queue all finished", spec(2, None), succeeded(2)).events(&["Completed"]),
+        case(
+            "work queue finished despite a failure",
+            spec(2, None),
+            [succeeded(1), vec![pod("f", "Failed").build()]].concat(),
+        )
+        .events(&["Completed"]),
+        case(
+            "indexed job completed",
+            indexed(2, 3),
+            vec![
+                pod("a", "Succeeded").index("0").build(),
+                pod("b", "Failed").index("1").build(),
+                pod("c", "Succeeded").index("1").build(),
+                pod("d", "Succeeded").index("2").build(),
+            ],
+        )
+        .events(&["Completed"]),
+        case(
+            "suspending",
+            suspend(spec(2, Some(4))),
+            vec![pod("a", "Running").build(), pod("b", "Running").build()],
+        )
+        .events(&["Suspended"])
+        .deletes(2),
+        // Upstream waits for its expectations before it suspends; this controller
+        // suspends at once.
+        case(
+            "suspending with expectations pending",
+            suspend(spec(2, Some(4))),
+            vec![pod("a", "Running").build()],
+        )
+        .unsatisfied()
+        .events(&["Suspended"])
+        .deletes(1),
+        case("already suspended", suspend(spec(2, Some(4))), vec![])
+            .status(conditions(vec![suspended.clone()])),
+        case("resuming", spec(2, Some(4)), vec![])
+            .status(conditions(vec![suspended]))
+            .events(&["Resumed"])
+            .creates(2),
+        case("expectations pending", spec(2, Some(4)), vec![]).unsatisfied(),
+        case(
+            "a finished Job decides nothing",
+            spec(2, Some(4)),
+            vec![pod("a", "Running").build()],
+        )
+        .status(JobStatus {
+            failed: Some(100),
+            ..conditions(vec![condition("Complete", "True")])
+        }),
+    ]);
+}
+
+#[test]
+fn start_time_and_deadline() {
+    let now = fixtures::now();
+    let plan = decide(spec(1, Some(1)), JobStatus::default(), vec![], true);
+    assert_eq!(
+        plan.status.start_time,
+        Some(Time(now)),
+        "a first sync starts the Job"
+    );
+    assert_eq!(plan.requeue_after, None);
+
+    let suspended = with(deadline(spec(1, Some(1)), 10), |s| s.suspend = Some(true));
+    let plan = decide(suspended, JobStatus::default(), vec![], true);
+    assert_eq!(
+        plan.status.start_time, None,
+        "a suspended Job has not started"
+    );
+
+    let plan = decide(deadline(spec(1, Some(1)), 10), started(4), vec![], true);
+    assert_eq!(plan.status.start_time, Some(ago(4)));
+    assert_eq!(
+        plan.requeue_after,
+        Some(Duration::from_secs(6)),
+        "again at the deadline"
+    );
+
+    let suspended = with(deadline(spec(1, Some(1)), 10), |s| s.suspend = Some(true));
+    let plan = decide(suspended, started(100), vec![], true);
+    assert!(plan.events.iter().all(|e| e.reason != "DeadlineExceeded"));
+    assert_eq!(plan.requeue_after, None, "no deadline runs while suspended");
+
+    // Resuming restarts the clock; the deadline of this sync still counts from before.
+    let resumed = conditions(vec![condition("Suspended", "True")]);
+    let status = JobStatus {
+        start_time: Some(ago(4)),
+        ..resumed
+    };
+    let plan = decide(deadline(spec(1, Some(1)), 10), status, vec![], true);
+    assert_eq!(plan.status.start_time, Some(Time(now)));
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(6)));
+
+    let failed_now = pod("f", "Failed").finished_at(now).build();
+    let plan = decide(
+        deadline(spec(1, Some(1)), 60),
+        started(1),
+        vec![failed_now],
+        true,
+    );
+    assert_eq!(plan.backoff, Some(Duration::from_secs(10)));
+    assert_eq!(
+        plan.requeue_after,
+        Some(Duration::from_secs(10)),
+        "the backoff ends before the deadline"
+    );
+}
+
+#[test]
+fn conditions_a_finish_sets() {
+    let now = fixtures::now();
+    let find = |plan: &Plan, type_: &str| {
+        plan.status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_)
+            .cloned()
+    };
+    let fail_job = with(spec(1, Some(1)), |s| {
+        s.pod_failure_policy = Some(exit_code_policy(&[("FailJob", 42)]))
+    });
+    let plan = decide(
+        fail_job,
+        JobStatus::default(),
+        vec![pod("f", "Failed").exit_code(42).build()],
+        true,
+    );
+    let target = find(&plan, "FailureTarget").expect("the interim FailureTarget");
+    let failed = find(&plan, "Failed").expect("Failed");
+    assert_eq!(target.reason, failed.reason);
+    assert_eq!(failed.reason.as_deref(), Some("PodFailurePolicy"));
+    assert_eq!(failed.message, Some(plan.events[0].message.clone()));
+    assert_eq!(plan.finished, Some((false, "PodFailurePolicy".into())));
+    assert_eq!(plan.status.completion_time, None);
+
+    let plan = decide(
+        spec(1, Some(1)),
+        JobStatus::default(),
+        vec![pod("s", "Succeeded").build()],
+        true,
+    );
+    let complete = find(&plan, "Complete").expect("Complete");
+    assert_eq!((complete.status.as_str(), complete.reason), ("True", None));
+    assert_eq!(plan.status.completion_time, Some(Time(now)));
+    assert_eq!(plan.finished, Some((true, String::new())));
+
+    let resumed = conditions(vec![condition("Suspended", "True")]);
+    let plan = decide(spec(1, Some(1)), resumed, vec![], true);
+    let suspended = find(&plan, "Suspended").expect("Suspended");
+    assert_eq!(suspended.status, "False");
+    assert_eq!(suspended.reason.as_deref(), Some("JobResumed"));
+    assert_eq!(plan.finished, None);
+}
+
+#[test]
+fn at_most_500_pods_are_deleted_at_once() {
+    let pods: Vec<Arc<Pod>> = (0..600)
+        .map(|i| pod(&format!("r{i}"), "Running").build())
+        .collect();
+    let plan = decide(
+        with(spec(1, Some(1)), |s| s.suspend = Some(true)),
+        JobStatus::default(),
+        pods,
+        true,
+    );
+    assert_eq!(plan.delete.len(), 500);
+}

@@ -1,0 +1,849 @@
+//! Resource quantities as Kubernetes reads, adds, compares and writes them
+//! (apimachinery's `resource.Quantity`): `500m`, `1.5`, `768Mi`, `2e3`, `1k`.
+//!
+//! Parsing follows `ParseQuantity` exactly: the same grammar, the same errors, values
+//! rounded away from zero to the nano unit, binary (`Ki`…`Ei`) amounts capped at 2^63-1,
+//! and the text kept as it was written when Go keeps it (a quantity already in canonical
+//! form, and a few non-canonical ones such as `+5` or `05` that Go keeps as well).
+//! Its `Display` (`to_string`) is Go's `String()`: the kept text, or the canonical form in the
+//! quantity's format (`1.5` → `1500m`, `1536Mi`, `1024` → `1Ki` only for binary ones).
+//! Arithmetic follows `Add`/`Sub`: a zero quantity takes the format of what is added to
+//! it, and any result forgets the kept text.
+//!
+//! Values are exact decimals (an `i128` mantissa and a base-10 exponent), so anything a
+//! cluster holds is represented exactly; a number with more than 38 significant digits,
+//! which Go would carry in a big decimal, is refused with [`QuantityError::OutOfRange`],
+//! and a sum that would need more than 38 digits keeps its larger term.
+//!
+//! The module stands alone (std only): the development cluster's quota admission compiles
+//! this same file.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// How a quantity is written (Go's `resource.Format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// `12e6`
+    DecimalExponent,
+    /// `12Mi` (12 × 2^20)
+    BinarySI,
+    /// `12M` (12 × 10^6)
+    DecimalSI,
+}
+
+/// Why a text is not a quantity, with apimachinery's messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuantityError {
+    /// `ErrFormatWrong`.
+    FormatWrong,
+    /// `ErrNumeric`.
+    Numeric,
+    /// `ErrSuffix`.
+    Suffix,
+    /// A well-formed quantity with more significant digits than this module carries.
+    OutOfRange,
+}
+
+impl fmt::Display for QuantityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuantityError::FormatWrong => {
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            }
+            QuantityError::Numeric => "unable to parse numeric part of quantity",
+            QuantityError::Suffix => "unable to parse quantity's suffix",
+            QuantityError::OutOfRange => {
+                "quantity has more significant digits than rkcm handles (38)"
+            }
+        })
+    }
+}
+
+impl std::error::Error for QuantityError {}
+
+/// A resource quantity: an exact decimal, the format it is written in, and the text it
+/// was parsed from when Go keeps that text.
+#[derive(Clone, Debug)]
+pub struct Quantity {
+    /// The value is `mantissa × 10^exponent`; the mantissa has no trailing zero (zero is
+    /// `0 × 10^0`) and the exponent is never below -9.
+    mantissa: i128,
+    exponent: i64,
+    format: Format,
+    /// Go's cached string `s`: kept from parsing, forgotten by arithmetic.
+    text: Option<Box<str>>,
+}
+
+/// The decimal SI suffixes by exponent of ten.
+const DECIMAL_SUFFIXES: &[(i64, &str)] = &[
+    (-9, "n"),
+    (-6, "u"),
+    (-3, "m"),
+    (0, ""),
+    (3, "k"),
+    (6, "M"),
+    (9, "G"),
+    (12, "T"),
+    (15, "P"),
+    (18, "E"),
+];
+
+/// The binary SI suffixes by power of two.
+const BINARY_SUFFIXES: &[(i64, &str)] = &[
+    (10, "Ki"),
+    (20, "Mi"),
+    (30, "Gi"),
+    (40, "Ti"),
+    (50, "Pi"),
+    (60, "Ei"),
+];
+
+/// The most significant digits a mantissa holds (i128 has 39 digits, not all of them).
+const MAX_DIGITS: usize = 38;
+
+fn pow10(exponent: i64) -> Option<i128> {
+    u32::try_from(exponent)
+        .ok()
+        .and_then(|e| 10i128.checked_pow(e))
+}
+
+/// `(mantissa, exponent)` without trailing zeros in the mantissa.
+fn normalize(mut mantissa: i128, mut exponent: i64) -> (i128, i64) {
+    if mantissa == 0 {
+        return (0, 0);
+    }
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exponent = exponent.saturating_add(1);
+    }
+    (mantissa, exponent)
+}
+
+/// `value / 10^places`, rounded away from zero; whether nothing was lost.
+fn divide_away_from_zero(value: i128, places: i64) -> (i128, bool) {
+    match pow10(places) {
+        Some(divisor) => {
+            let quotient = value / divisor;
+            if value % divisor == 0 {
+                (quotient, true)
+            } else {
+                (quotient + value.signum(), false)
+            }
+        }
+        // More places than digits: a non-zero value rounds to one unit.
+        None => (value.signum(), value == 0),
+    }
+}
+
+/// What Go's scanner finds in a quantity's text.
+struct Scanned<'a> {
+    positive: bool,
+    /// Sign, digits, point and fraction as written (the part `inf.Dec` would read).
+    value: &'a str,
+    /// Integer digits without leading zeros (`"0"` when there are none).
+    num: &'a str,
+    denom: &'a str,
+    suffix: &'a str,
+}
+
+/// Go's `parseQuantityString`, byte for byte.
+fn scan(text: &str) -> Result<Scanned<'_>, QuantityError> {
+    let bytes = text.as_bytes();
+    let end = bytes.len();
+    let mut scanned = Scanned {
+        positive: true,
+        value: "",
+        num: "",
+        denom: "",
+        suffix: "",
+    };
+    let mut pos = 0;
+    if let Some(&first) = bytes.first() {
+        match first {
+            b'-' => {
+                scanned.positive = false;
+                pos += 1;
+            }
+            b'+' => pos += 1,
+            _ => {}
+        }
+    }
+    // Leading zeros.
+    loop {
+        if pos >= end {
+            scanned.num = "0";
+            scanned.value = "0";
+            return Ok(scanned);
+        }
+        if bytes[pos] == b'0' {
+            pos += 1;
+        } else {
+            break;
+        }
+    }
+    // The integer part.
+    let start = pos;
+    while pos < end && bytes[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos >= end {
+        scanned.num = &text[start..end];
+        scanned.value = text;
+        return Ok(scanned);
+    }
+    scanned.num = if pos == start { "0" } else { &text[start..pos] };
+    // The fraction.
+    if bytes[pos] == b'.' {
+        pos += 1;
+        let start = pos;
+        while pos < end && bytes[pos].is_ascii_digit() {
+            pos += 1;
+        }
+        if pos >= end {
+            scanned.denom = &text[start..end];
+            scanned.value = text;
+            return Ok(scanned);
+        }
+        scanned.denom = &text[start..pos];
+    }
+    scanned.value = &text[..pos];
+    // The suffix: letters, then an optional sign and digits.
+    let suffix_start = pos;
+    while pos < end && b"eEinumkKMGTP".contains(&bytes[pos]) {
+        pos += 1;
+    }
+    if pos < end && (bytes[pos] == b'-' || bytes[pos] == b'+') {
+        pos += 1;
+    }
+    while pos < end && bytes[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos < end {
+        return Err(QuantityError::FormatWrong);
+    }
+    scanned.suffix = &text[suffix_start..];
+    Ok(scanned)
+}
+
+/// Go's suffix interpretation: (base, exponent, format).
+fn interpret(suffix: &str) -> Option<(u32, i64, Format)> {
+    if let Some((exponent, _)) = DECIMAL_SUFFIXES.iter().find(|(_, s)| *s == suffix) {
+        return Some((10, *exponent, Format::DecimalSI));
+    }
+    if let Some((exponent, _)) = BINARY_SUFFIXES.iter().find(|(_, s)| *s == suffix) {
+        return Some((2, *exponent, Format::BinarySI));
+    }
+    let rest = suffix
+        .strip_prefix('e')
+        .or_else(|| suffix.strip_prefix('E'))
+        .filter(|rest| !rest.is_empty())?;
+    // Go parses an int64 and keeps its low 32 bits.
+    let exponent = rest.parse::<i64>().ok()? as i32;
+    Some((10, i64::from(exponent), Format::DecimalExponent))
+}
+
+impl Quantity {
+    /// Go's `ParseQuantity`: the text must be a quantity exactly (no surrounding space).
+    pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
+        if text.is_empty() {
+            return Err(QuantityError::FormatWrong);
+        }
+        if text == "0" {
+            return Ok(Quantity {
+                text: Some(text.into()),
+                ..Quantity::zero(Format::DecimalSI)
+            });
+        }
+        let scanned = scan(text)?;
+        let (base, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
+        let keep_text = keeps_text(&scanned, base, exponent, format);
+        let mut quantity = value_of(&scanned, base, exponent, format)?;
+        if keep_text {
+            quantity.text = Some(text.into());
+        }
+        Ok(quantity)
+    }
+
+    /// A quantity as a JSON string holds it: surrounding whitespace is ignored, as Go's
+    /// `UnmarshalJSON` ignores it.
+    pub fn from_api(text: &str) -> Result<Quantity, QuantityError> {
+        Quantity::parse(text.trim())
+    }
+
+    /// Zero, in `format` (Go's `Quantity{Format: format}`).
+    pub fn zero(format: Format) -> Quantity {
+        Quantity {
+            mantissa: 0,
+            exponent: 0,
+            format,
+            text: None,
+        }
+    }
+
+    /// `value` units (Go's `NewQuantity`).
+    pub fn from_int(value: i64, format: Format) -> Quantity {
+        let (mantissa, exponent) = normalize(i128::from(value), 0);
+        Quantity {
+            mantissa,
+            exponent,
+            format,
+            text: None,
+        }
+    }
+
+    /// `value` thousandths (Go's `NewMilliQuantity`).
+    pub fn from_milli(value: i64, format: Format) -> Quantity {
+        let (mantissa, exponent) = normalize(i128::from(value), -3);
+        Quantity {
+            mantissa,
+            exponent,
+            format,
+            text: None,
+        }
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.mantissa == 0
+    }
+
+    /// -1, 0 or 1.
+    pub fn sign(&self) -> i32 {
+        self.mantissa.signum() as i32
+    }
+
+    /// Adds `other` (Go's `Add`): a zero quantity takes `other`'s format.
+    pub fn add(&mut self, other: &Quantity) {
+        self.text = None;
+        if self.is_zero() {
+            self.format = other.format;
+        }
+        let (mantissa, exponent) = add_values(
+            (self.mantissa, self.exponent),
+            (other.mantissa, other.exponent),
+        );
+        self.mantissa = mantissa;
+        self.exponent = exponent;
+    }
+
+    /// Subtracts `other` (Go's `Sub`): a zero quantity takes `other`'s format.
+    pub fn sub(&mut self, other: &Quantity) {
+        self.text = None;
+        if self.is_zero() {
+            self.format = other.format;
+        }
+        let (mantissa, exponent) = add_values(
+            (self.mantissa, self.exponent),
+            (other.mantissa.saturating_neg(), other.exponent),
+        );
+        self.mantissa = mantissa;
+        self.exponent = exponent;
+    }
+
+    /// The sum, in `self`'s format unless `self` is zero.
+    pub fn plus(&self, other: &Quantity) -> Quantity {
+        let mut sum = self.clone();
+        sum.add(other);
+        sum
+    }
+
+    /// Negates it (Go's `Neg`).
+    pub fn neg(&mut self) {
+        self.text = None;
+        self.mantissa = self.mantissa.saturating_neg();
+    }
+
+    /// The value rounded away from zero to whole units, and whether nothing was lost (Go's
+    /// `RoundUp(0)`; the text is kept only when the value already was whole).
+    pub fn round_up_to_units(&self) -> (Quantity, bool) {
+        if self.exponent >= 0 {
+            return (self.clone(), true);
+        }
+        let (units, exact) = divide_away_from_zero(self.mantissa, -self.exponent);
+        let (mantissa, exponent) = normalize(units, 0);
+        (
+            Quantity {
+                mantissa,
+                exponent,
+                format: self.format,
+                text: None,
+            },
+            exact,
+        )
+    }
+
+    /// The value in thousandths, rounded away from zero (Go's `MilliValue`); `None` when
+    /// it does not fit an i64.
+    pub fn milli_value(&self) -> Option<i64> {
+        self.scaled_value(-3)
+    }
+
+    /// The value in units, rounded away from zero (Go's `Value`); `None` when it does not
+    /// fit an i64.
+    pub fn value(&self) -> Option<i64> {
+        self.scaled_value(0)
+    }
+
+    fn scaled_value(&self, scale: i64) -> Option<i64> {
+        let shift = self.exponent - scale;
+        let scaled = if shift >= 0 {
+            if self.mantissa == 0 {
+                0
+            } else {
+                self.mantissa.checked_mul(pow10(shift)?)?
+            }
+        } else {
+            divide_away_from_zero(self.mantissa, -shift).0
+        };
+        i64::try_from(scaled).ok()
+    }
+
+    /// Compares values (formats and texts aside).
+    pub fn cmp_value(&self, other: &Quantity) -> Ordering {
+        cmp_values(
+            (self.mantissa, self.exponent),
+            (other.mantissa, other.exponent),
+        )
+    }
+
+    /// Compares with a whole number.
+    pub fn cmp_int(&self, value: i64) -> Ordering {
+        let (mantissa, exponent) = normalize(i128::from(value), 0);
+        cmp_values((self.mantissa, self.exponent), (mantissa, exponent))
+    }
+
+    /// The canonical form in the quantity's format (Go's `CanonicalizeBytes`).
+    fn canonical(&self) -> String {
+        if self.is_zero() {
+            return "0".to_string();
+        }
+        if self.format == Format::BinarySI
+            && !(self.cmp_int(-1024) == Ordering::Greater && self.cmp_int(1024) == Ordering::Less)
+        {
+            if let Some(text) = self.binary_form() {
+                return text;
+            }
+        }
+        let format = match self.format {
+            Format::BinarySI => Format::DecimalSI,
+            other => other,
+        };
+        // Digits and an exponent that is a multiple of three.
+        let mut digits = self.mantissa.unsigned_abs().to_string();
+        let mut exponent = self.exponent;
+        while exponent.rem_euclid(3) != 0 {
+            digits.push('0');
+            exponent -= 1;
+        }
+        let sign = if self.mantissa < 0 { "-" } else { "" };
+        let suffix = match format {
+            Format::DecimalExponent if exponent == 0 => String::new(),
+            Format::DecimalExponent => format!("e{exponent}"),
+            // Beyond `E` Go finds no suffix and writes none (so 1000E reads back as 1):
+            // kept, since a real server writes the same.
+            _ => DECIMAL_SUFFIXES
+                .iter()
+                .find(|(e, _)| *e == exponent)
+                .map(|(_, s)| s.to_string())
+                .unwrap_or_default(),
+        };
+        format!("{sign}{digits}{suffix}")
+    }
+
+    /// The binary form of a whole value (`1536Mi`, `1025`), or `None` when it has a
+    /// fraction (then it is written as a decimal).
+    fn binary_form(&self) -> Option<String> {
+        let (units, exact) = self.round_up_to_units();
+        if !exact {
+            return None;
+        }
+        let value = units.mantissa.checked_mul(pow10(units.exponent)?)?;
+        let mut magnitude = value.unsigned_abs();
+        let mut times = 0;
+        while magnitude >= 1024 && magnitude % 1024 == 0 {
+            magnitude /= 1024;
+            times += 1;
+        }
+        let suffix = BINARY_SUFFIXES
+            .iter()
+            .find(|(e, _)| *e == times * 10)
+            .map(|(_, s)| *s)
+            .unwrap_or_default();
+        let sign = if value < 0 { "-" } else { "" };
+        Some(format!("{sign}{magnitude}{suffix}"))
+    }
+}
+
+/// Whether Go keeps the parsed text as the quantity's string (its fast path's canonical
+/// check).
+fn keeps_text(scanned: &Scanned<'_>, base: u32, exponent: i64, format: Format) -> bool {
+    let digits = scanned.num.len() + scanned.denom.len();
+    let (precision, scale): (i64, i64) = match format {
+        Format::DecimalExponent | Format::DecimalSI => {
+            (18 - digits as i64, exponent - scanned.denom.len() as i64)
+        }
+        Format::BinarySI => {
+            if exponent >= 0 && scanned.denom.is_empty() {
+                // Go: 15 - len(num) - int32(float32(exponent)*3/10) - 1.
+                (15 - scanned.num.len() as i64 - exponent * 3 / 10 - 1, 0)
+            } else {
+                (-1, 0)
+            }
+        }
+    };
+    if precision < 0 || scale < -9 {
+        return false;
+    }
+    let shifted = format!("{}{}", scanned.num, scanned.denom);
+    let Ok(value) = shifted.parse::<i64>() else {
+        return false;
+    };
+    if base == 2 {
+        // The multiplication by 2^exponent must fit an int64.
+        let fits = u32::try_from(exponent)
+            .ok()
+            .and_then(|e| 1i64.checked_shl(e).filter(|m| *m > 0))
+            .and_then(|m| value.checked_mul(m))
+            .is_some();
+        fits && exponent % 10 == 0 && value & 0x07 != 0
+    } else {
+        scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
+    }
+}
+
+/// The value of a scanned quantity, rounded away from zero to the nano unit.
+fn value_of(
+    scanned: &Scanned<'_>,
+    base: u32,
+    exponent: i64,
+    mut format: Format,
+) -> Result<Quantity, QuantityError> {
+    let mut digits = format!("{}{}", scanned.num, scanned.denom);
+    // The value is digits × 10^decimal_exponent × 2^binary_exponent.
+    let mut decimal_exponent = -(scanned.denom.len() as i64);
+    let binary_exponent = if base == 2 {
+        exponent
+    } else {
+        decimal_exponent = decimal_exponent.saturating_add(exponent);
+        0
+    };
+    // Trailing zeros change nothing; leading ones neither.
+    while digits.len() > 1 && digits.ends_with('0') {
+        digits.pop();
+        decimal_exponent = decimal_exponent.saturating_add(1);
+    }
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Ok(Quantity::zero(format));
+    }
+    // Below the nano unit, round away from zero on the digits themselves.
+    let (digits, decimal_exponent, rounded_up) = if binary_exponent == 0 && decimal_exponent < -9 {
+        let dropped = usize::try_from(-9 - decimal_exponent).unwrap_or(usize::MAX);
+        if dropped >= digits.len() {
+            ("1".to_string(), -9, false)
+        } else {
+            let kept = &digits[..digits.len() - dropped];
+            (
+                kept.to_string(),
+                -9,
+                digits[digits.len() - dropped..].bytes().any(|b| b != b'0'),
+            )
+        }
+    } else {
+        (digits.to_string(), decimal_exponent, false)
+    };
+    if digits.len() > MAX_DIGITS {
+        return Err(QuantityError::OutOfRange);
+    }
+    let mut mantissa: i128 = digits.parse().map_err(|_| QuantityError::Numeric)?;
+    if rounded_up {
+        mantissa += 1;
+    }
+    let mut decimal_exponent = decimal_exponent;
+    if binary_exponent > 0 {
+        let factor = u32::try_from(binary_exponent)
+            .ok()
+            .and_then(|e| 1i128.checked_shl(e))
+            .ok_or(QuantityError::OutOfRange)?;
+        mantissa = mantissa
+            .checked_mul(factor)
+            .ok_or(QuantityError::OutOfRange)?;
+        if decimal_exponent < -9 {
+            let (rounded, _) = divide_away_from_zero(mantissa, -9 - decimal_exponent);
+            mantissa = rounded;
+            decimal_exponent = -9;
+        }
+        // Binary amounts are capped at 2^63-1.
+        let cap = (i128::from(i64::MAX), 0);
+        if cmp_values(normalize(mantissa, decimal_exponent), cap) == Ordering::Greater {
+            mantissa = cap.0;
+            decimal_exponent = 0;
+        }
+    }
+    let (mantissa, exponent) = normalize(mantissa, decimal_exponent);
+    // A binary amount strictly between 0 and 1 is decimal.
+    if format == Format::BinarySI && cmp_values((mantissa, exponent), (1, 0)) == Ordering::Less {
+        format = Format::DecimalSI;
+    }
+    Ok(Quantity {
+        mantissa: if scanned.positive {
+            mantissa
+        } else {
+            -mantissa
+        },
+        exponent,
+        format,
+        text: None,
+    })
+}
+
+/// `a + b`; when the exact sum needs more digits than a mantissa holds, the term of larger
+/// magnitude.
+fn add_values(a: (i128, i64), b: (i128, i64)) -> (i128, i64) {
+    if a.0 == 0 {
+        return b;
+    }
+    if b.0 == 0 {
+        return a;
+    }
+    let exponent = a.1.min(b.1);
+    let scaled = |(mantissa, e): (i128, i64)| mantissa.checked_mul(pow10(e - exponent)?);
+    match (scaled(a), scaled(b)) {
+        (Some(x), Some(y)) => match x.checked_add(y) {
+            Some(sum) => normalize(sum, exponent),
+            None => larger(a, b),
+        },
+        _ => larger(a, b),
+    }
+}
+
+fn larger(a: (i128, i64), b: (i128, i64)) -> (i128, i64) {
+    if cmp_magnitudes((a.0.unsigned_abs(), a.1), (b.0.unsigned_abs(), b.1)) == Ordering::Less {
+        b
+    } else {
+        a
+    }
+}
+
+fn cmp_values(a: (i128, i64), b: (i128, i64)) -> Ordering {
+    let sign = a.0.signum().cmp(&b.0.signum());
+    if sign != Ordering::Equal || a.0 == 0 {
+        return sign;
+    }
+    let magnitude = cmp_magnitudes((a.0.unsigned_abs(), a.1), (b.0.unsigned_abs(), b.1));
+    if a.0 < 0 {
+        magnitude.reverse()
+    } else {
+        magnitude
+    }
+}
+
+/// Compares two non-zero magnitudes: first where their leading digits stand, then digit
+/// by digit.
+fn cmp_magnitudes(a: (u128, i64), b: (u128, i64)) -> Ordering {
+    let a_digits = a.0.to_string();
+    let b_digits = b.0.to_string();
+    let a_top = a.1.saturating_add(a_digits.len() as i64);
+    let b_top = b.1.saturating_add(b_digits.len() as i64);
+    a_top.cmp(&b_top).then_with(|| {
+        let width = a_digits.len().max(b_digits.len());
+        let pad = |digits: String| format!("{digits:0<width$}");
+        pad(a_digits).cmp(&pad(b_digits))
+    })
+}
+
+impl fmt::Display for Quantity {
+    /// Go's `String()`: the kept text, or the canonical form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.text {
+            Some(text) => f.write_str(text),
+            None => f.write_str(&self.canonical()),
+        }
+    }
+}
+
+impl PartialEq for Quantity {
+    /// Equal values (Go's `Cmp(..) == 0`), whatever their formats.
+    fn eq(&self, other: &Quantity) -> bool {
+        self.cmp_value(other) == Ordering::Equal
+    }
+}
+
+impl std::str::FromStr for Quantity {
+    type Err = QuantityError;
+
+    fn from_str(text: &str) -> Result<Quantity, QuantityError> {
+        Quantity::parse(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(text: &str) -> Quantity {
+        Quantity::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    /// Parsed, then written back: Go's `ParseQuantity(text).String()`.
+    #[test]
+    fn parse_and_write_back_as_go_does() {
+        for (text, written) in [
+            ("0", "0"),
+            ("1", "1"),
+            ("600m", "600m"),
+            ("1.5", "1500m"),
+            ("0.5", "500m"),
+            (".5", "500m"),
+            ("1000m", "1"),
+            ("2000", "2k"),
+            ("1024", "1024"),
+            ("1Ki", "1Ki"),
+            ("768Mi", "768Mi"),
+            ("1.5Gi", "1536Mi"),
+            ("1024Mi", "1Gi"),
+            ("0.5Ki", "512"),
+            ("8Gi", "8Gi"),
+            ("1e3", "1e3"),
+            ("1E3", "1E3"),
+            ("5e2", "500"),
+            ("1e-3", "1e-3"),
+            ("100u", "100u"),
+            ("0.1n", "1n"),
+            ("1n", "1n"),
+            ("-1", "-1"),
+            ("-1.5", "-1500m"),
+            ("+5", "+5"),
+            ("05", "05"),
+            ("000", "0"),
+            ("-0", "0"),
+            (".", "0"),
+            ("1.", "1."),
+            ("1.G", "1.G"),
+            ("1.5G", "1500M"),
+            ("12345678901234567890", "12345678901234567890"),
+            ("1000E", "1"),
+            ("8Ei", "9223372036854775807"),
+            ("1025Ki", "1025Ki"),
+            ("100k", "100k"),
+            ("100000", "100k"),
+        ] {
+            assert_eq!(q(text).to_string(), written, "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_quantities_are_errors_never_panics() {
+        for (text, error) in [
+            ("", QuantityError::FormatWrong),
+            ("abc", QuantityError::FormatWrong),
+            ("1x", QuantityError::FormatWrong),
+            ("1.2.3", QuantityError::FormatWrong),
+            ("1 ", QuantityError::FormatWrong),
+            (" 1", QuantityError::FormatWrong),
+            ("1e", QuantityError::Suffix),
+            ("1mi", QuantityError::Suffix),
+            ("1Zi", QuantityError::FormatWrong),
+            ("1Ki3", QuantityError::Suffix),
+            ("1EE", QuantityError::Suffix),
+            ("1e1.5", QuantityError::FormatWrong),
+            ("--1", QuantityError::Suffix),
+            (
+                "123456789012345678901234567890123456789012345",
+                QuantityError::OutOfRange,
+            ),
+        ] {
+            assert_eq!(Quantity::parse(text).err(), Some(error), "{text:?}");
+        }
+        assert_eq!(
+            Quantity::from_api(" 2 ").map(|q| q.to_string()),
+            Ok("2".into())
+        );
+        // Extreme exponents are held, never a panic.
+        for text in [
+            "1e2147483647",
+            "1e-2147483648",
+            "9e99999999999",
+            "1e9223372036854775807",
+        ] {
+            let _ = Quantity::parse(text).map(|q| (q.to_string(), q.milli_value()));
+        }
+    }
+
+    #[test]
+    fn values_and_comparisons() {
+        assert_eq!(q("250m").milli_value(), Some(250));
+        assert_eq!(q("1Ki").milli_value(), Some(1_024_000));
+        assert_eq!(q("100u").milli_value(), Some(1), "rounded up");
+        assert_eq!(q("-100u").milli_value(), Some(-1), "away from zero");
+        assert_eq!(q("1.5").value(), Some(2));
+        assert_eq!(q("1e30").milli_value(), None);
+        assert_eq!(q("1Gi").cmp_value(&q("1024Mi")), Ordering::Equal);
+        assert_eq!(q("1G").cmp_value(&q("1Gi")), Ordering::Less);
+        assert_eq!(q("-1").cmp_value(&q("1m")), Ordering::Less);
+        assert_eq!(
+            q("1e30").cmp_value(&q("999999999999999999999999999999")),
+            Ordering::Greater
+        );
+        assert_eq!(q("-2").cmp_value(&q("-1")), Ordering::Less);
+        assert_eq!(q("2"), q("2000m"));
+        assert!(q("0").is_zero() && q("0Mi").is_zero() && !q("1n").is_zero());
+    }
+
+    #[test]
+    fn sums_take_the_format_of_the_first_non_zero_term() {
+        let mut used = Quantity::zero(Format::DecimalSI);
+        for _ in 0..3 {
+            used.add(&q("256Mi"));
+        }
+        assert_eq!(used.to_string(), "768Mi");
+        let mut cpu = Quantity::zero(Format::DecimalSI);
+        for _ in 0..3 {
+            cpu.add(&q("200m"));
+        }
+        assert_eq!(cpu.to_string(), "600m");
+        // A decimal term added to a binary sum leaves a value with no binary form.
+        let mut mixed = q("256Mi");
+        mixed.add(&q("500M"));
+        assert_eq!(mixed.to_string(), "768435456");
+        // Arithmetic forgets the kept text.
+        let mut kept = q("+5");
+        kept.add(&Quantity::zero(Format::DecimalSI));
+        assert_eq!(kept.to_string(), "5");
+        let mut back = q("3");
+        back.sub(&q("3"));
+        assert_eq!(back.to_string(), "0");
+        back.add(&q("1Ki"));
+        assert_eq!(
+            back.format(),
+            Format::BinarySI,
+            "zero takes the added format"
+        );
+        assert_eq!(q("1.5").plus(&q("500m")).to_string(), "2");
+        let mut negative = q("1");
+        negative.neg();
+        assert_eq!(negative.to_string(), "-1");
+        // A sum beyond 38 digits keeps its larger term instead of overflowing.
+        let mut huge = q("1e100");
+        huge.add(&q("1n"));
+        assert_eq!(
+            huge.to_string(),
+            "10e99",
+            "exponents are multiples of three"
+        );
+    }
+
+    #[test]
+    fn rounding_up_to_whole_units() {
+        let (rounded, exact) = q("1500m").round_up_to_units();
+        assert_eq!((rounded.to_string(), exact), ("2".to_string(), false));
+        let (rounded, exact) = q("2Gi").round_up_to_units();
+        assert_eq!((rounded.to_string(), exact), ("2Gi".to_string(), true));
+        let (rounded, exact) = q("-0.5").round_up_to_units();
+        assert_eq!((rounded.to_string(), exact), ("-1".to_string(), false));
+    }
+}
