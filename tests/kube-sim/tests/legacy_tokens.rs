@@ -4,7 +4,10 @@
 //! with lookup (bearer tokens and TokenReview), the last-used label, the invalid-since
 //! refusal, and the legacy-token-tracking ConfigMap.
 
+mod common;
+
 use base64::Engine;
+use common::call;
 use kube_sim::legacy_tokens::{
     INVALID_SINCE_LABEL, LAST_USED_LABEL, LEGACY_ISSUER, TRACKING_CONFIG_MAP,
 };
@@ -42,29 +45,6 @@ fn mint(key_pem: &str, namespace: &str, secret: &str, account: &str, uid: &str) 
     );
     let signature = pair.sign(&rng, signed.as_bytes()).expect("signs");
     format!("{signed}.{}", b64url(signature.as_ref()))
-}
-
-async fn call(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> Result<Value, (u16, String)> {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-        .unwrap();
-    client.request::<Value>(req).await.map_err(|e| match e {
-        kube::Error::Api(s) => (s.code, s.message.clone()),
-        other => (0, other.to_string()),
-    })
 }
 
 async fn client_with_token(sim: &KubeSim, token: &str) -> kube::Client {

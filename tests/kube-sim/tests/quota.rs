@@ -3,40 +3,10 @@
 //! specify`), usage charged into `status.used` at admission, scopes, dry runs, and
 //! Service updates that change node ports.
 
-use kube_sim::{Config, KubeSim};
+mod common;
+
+use common::{call, start};
 use serde_json::{json, Value};
-
-async fn start() -> (KubeSim, kube::Client) {
-    let sim = KubeSim::start(Config::default())
-        .await
-        .expect("kube-sim starts");
-    let client = sim.client().await.expect("client");
-    (sim, client)
-}
-
-/// One request with a JSON body; the answer's body, or the error Status (code, message).
-async fn call(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> Result<Value, (u16, String)> {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-        .unwrap();
-    client.request::<Value>(req).await.map_err(|e| match e {
-        kube::Error::Api(s) => (s.code, s.message.clone()),
-        other => (0, other.to_string()),
-    })
-}
 
 const NS: &str = "/api/v1/namespaces/default";
 
