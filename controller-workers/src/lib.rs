@@ -31,4 +31,5 @@ pub mod registry;
 pub mod scheduling;
 pub mod selector;
 pub mod store;
+pub mod volume_util;
 pub mod worker;

@@ -1,6 +1,6 @@
-//! End-to-end tests of the endpoints controller in `rkcm worker`: the test cluster
+//! End-to-end tests of the endpoints controller in `rkcm worker` (started by `rkcm launcher`): the test cluster
 //! (kube-sim with simulated nodes, or RKCM_TEST_KUBECONFIG's real cluster), the real
-//! `rkcm informer-server` and `rkcm worker` as separate processes, every change made with
+//! `rkcm launcher` (its informer-server and worker as separate processes), every change made with
 //! kubectl or kube-rs and every check read back from the API server.
 //!
 //! The worker runs the endpoints controller with what its pods need (the deployment,
@@ -31,11 +31,11 @@ const HEADLESS: &str = "service.kubernetes.io/headless";
 const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 const LEADER: &str = "control-plane.alpha.kubernetes.io/leader";
 
-struct Stack(WorkerStack);
+struct Stack(LauncherStack);
 
 impl std::ops::Deref for Stack {
-    type Target = WorkerStack;
-    fn deref(&self) -> &WorkerStack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
         &self.0
     }
 }
@@ -142,7 +142,7 @@ impl Stack {
     async fn start(extra: &[&str]) -> Stack {
         let mut args = vec!["--controllers", CONTROLLERS];
         args.extend_from_slice(extra);
-        Stack(WorkerStack::start(&args).await)
+        Stack(LauncherStack::start(&args).await)
     }
 
     fn endpoints(&self, ns: &str) -> Api<Endpoints> {
@@ -267,13 +267,6 @@ impl Stack {
                 Err(error) => self.fail(format!("{what}: {error:#}")),
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn metrics(&self) -> String {
-        match http_get(&self.worker.health, "/metrics").await {
-            Ok((200, body)) => body,
-            other => self.fail(format!("GET /metrics: {other:?}")),
         }
     }
 }
@@ -463,10 +456,7 @@ async fn endpoints_list_the_selected_pods_as_they_get_ready_and_go() {
 
     // Counted in upstream's queue metrics.
     let metrics = stack.metrics().await;
-    let adds = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("workqueue_adds_total{name=\"endpoint\"} "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
+    let adds = metric_sum(&metrics, "workqueue_adds_total", &[("name", "endpoint")])
         .unwrap_or_else(|| {
             stack.fail(format!(
                 "no workqueue_adds_total{{name=\"endpoint\"}} in /metrics:\n{metrics}"
@@ -529,7 +519,7 @@ async fn endpoints_list_the_selected_pods_as_they_get_ready_and_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_selectorless_and_leftover_endpoints() {
-    let mut stack = Stack::start(&[]).await;
+    let stack = Stack::start(&[]).await;
     let ns = stack.namespace("ep-hs").await;
 
     // Check 5: a StatefulSet behind its headless Service.
@@ -672,10 +662,7 @@ async fn headless_selectorless_and_leftover_endpoints() {
     // At start, every Endpoints object without a Service is deleted, but leader locks;
     // Endpoints already right are not rewritten.
     let hs_version = version("hs").await.expect("reading hs");
-    let killed = stack.0.worker.kill().await;
-    killed.unwrap_or_else(|e| stack.fail(format!("killing the worker: {e:#}")));
-    let restarted = stack.0.worker.restart().await;
-    restarted.unwrap_or_else(|e| stack.fail(format!("restarting the worker: {e:#}")));
+    stack.kill_workers().await;
     stack
         .wait("the orphan Endpoints deleted at start", || async {
             Ok(version("orphan").await?.is_none().then_some(()))

@@ -1,6 +1,6 @@
-//! End-to-end tests of the endpointslice-mirroring controller in `rkcm worker`: the test
+//! End-to-end tests of the endpointslice-mirroring controller in `rkcm worker` (started by `rkcm launcher`): the test
 //! cluster (kube-sim, or RKCM_TEST_KUBECONFIG's real cluster), the real `rkcm
-//! informer-server` and `rkcm worker` as separate processes, every object made with
+//! launcher` with its informer-server and worker as separate processes, every object made with
 //! kubectl and every check read back with kube-rs.
 //!
 //! A Service without a selector and the Endpoints someone wrote for it by hand get
@@ -28,13 +28,13 @@ const SERVICE_NAME: &str = "kubernetes.io/service-name";
 const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
 /// A namespace of its own (no pods are made, so no ServiceAccount is waited for).
-async fn namespace(stack: &WorkerStack) -> String {
+async fn namespace(stack: &LauncherStack) -> String {
     let name = format!("mirror-{}", kube_sim::api::random_suffix(5));
     stack.kubectl(&["create", "namespace", &name]).await;
     name
 }
 
-fn slices(stack: &WorkerStack, ns: &str) -> Api<EndpointSlice> {
+fn slices(stack: &LauncherStack, ns: &str) -> Api<EndpointSlice> {
     Api::namespaced(stack.cluster.client.clone(), ns)
 }
 
@@ -73,7 +73,7 @@ fn ready(ip: &str, ready: bool) -> (String, bool) {
 
 /// Waits until exactly one slice is mirrored for `name` and `check` accepts it.
 async fn wait_one(
-    stack: &WorkerStack,
+    stack: &LauncherStack,
     api: &Api<EndpointSlice>,
     name: &str,
     what: &str,
@@ -91,7 +91,7 @@ async fn wait_one(
         .await
 }
 
-async fn wait_none(stack: &WorkerStack, api: &Api<EndpointSlice>, name: &str, what: &str) {
+async fn wait_none(stack: &LauncherStack, api: &Api<EndpointSlice>, name: &str, what: &str) {
     stack
         .wait(what, || {
             let found = mirrored(api, name);
@@ -119,7 +119,7 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed() {
     // With the endpoints controller, as in a cluster: it leaves the Endpoints of a
     // selectorless Service alone, and empties them while the Service selects nothing.
-    let stack = WorkerStack::start(&[
+    let stack = LauncherStack::start(&[
         "--controllers",
         "endpointslicemirroring,garbagecollector,endpoint",
     ])
@@ -252,22 +252,22 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
         "workqueue_adds_total{name=\"endpoint_slice_mirroring\"} ",
     ];
     stack
-        .wait("the mirroring metrics on the worker's /metrics", || {
-            let health = stack.worker.health.clone();
-            async move {
-                let (status, text) = http_get(&health, "/metrics").await?;
+        .wait(
+            "the mirroring metrics on the launcher's /metrics",
+            || async {
+                let text = stack.launcher.metrics().await?;
                 let missing: Vec<&str> = families
                     .iter()
                     .copied()
-                    .filter(|family| !text.contains(family))
+                    .filter(|family| !has_sample(&text, family))
                     .collect();
-                if status == 200 && missing.is_empty() {
+                if missing.is_empty() {
                     Ok(Some(()))
                 } else {
-                    anyhow::bail!("status {status}, missing {missing:?}")
+                    anyhow::bail!("missing {missing:?}")
                 }
-            }
-        })
+            },
+        )
         .await;
 
     // skip-mirror: the slice goes, and comes back without it.
@@ -358,7 +358,7 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subset_over_the_maximum_is_cut_and_reported() {
-    let stack = WorkerStack::start(&[
+    let stack = LauncherStack::start(&[
         "--controllers",
         "endpointslicemirroring",
         "--mirroring-max-endpoints-per-subset=2",
@@ -506,6 +506,27 @@ async fn a_flag_kcm_refuses_keeps_the_worker_from_starting() {
         assert!(
             stderr.contains(message),
             "{flag}: expected {message:?} in {stderr}"
+        );
+        // The launcher, as the static pod runs it, refuses it before starting anything.
+        let runtime = tempfile::tempdir().unwrap();
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            tokio::process::Command::new(RKCM)
+                .args(["launcher", "--kubeconfig"])
+                .arg(&cluster.kubeconfig)
+                .arg(format!("--runtime-dir={}", runtime.path().display()))
+                .args(["--controllers", "endpointslicemirroring", flag])
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("the launcher exits at once on a bad flag")
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "launcher {flag}: {stderr}");
+        assert!(
+            stderr.contains(message),
+            "launcher {flag}: expected {message:?} in {stderr}"
         );
     }
 }

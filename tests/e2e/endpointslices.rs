@@ -1,6 +1,6 @@
-//! End-to-end tests of the endpointslice controller in `rkcm worker`: the test cluster
+//! End-to-end tests of the endpointslice controller in `rkcm worker` (started by `rkcm launcher`): the test cluster
 //! (kube-sim with simulated nodes, or RKCM_TEST_KUBECONFIG's real cluster), the real
-//! `rkcm informer-server` and `rkcm worker` as separate processes, every change made with
+//! `rkcm launcher` (its informer-server and worker as separate processes), every change made with
 //! kubectl or kube-rs and every check read back from the API server.
 //!
 //! The worker runs the endpointslice controller with what its pods need (deployment and
@@ -31,11 +31,11 @@ const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 const TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 
-struct Stack(WorkerStack);
+struct Stack(LauncherStack);
 
 impl std::ops::Deref for Stack {
-    type Target = WorkerStack;
-    fn deref(&self) -> &WorkerStack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
         &self.0
     }
 }
@@ -93,7 +93,7 @@ impl Stack {
     async fn start(extra: &[&str]) -> Stack {
         let mut args = vec!["--controllers", CONTROLLERS];
         args.extend_from_slice(extra);
-        Stack(WorkerStack::start(&args).await)
+        Stack(LauncherStack::start(&args).await)
     }
 
     fn slices_api(&self, ns: &str) -> Api<EndpointSlice> {
@@ -433,16 +433,17 @@ async fn slices_follow_pods_are_restored_and_go_with_their_service() {
     println!("edited slice restored after {:?}", started.elapsed());
 
     // Syncs are counted as upstream counts them.
-    let (_, metrics) = http_get(&stack.worker.health, "/metrics")
-        .await
-        .unwrap_or_else(|e| stack.fail(format!("reading /metrics: {e:#}")));
+    let metrics = stack.metrics().await;
     for family in [
         "endpoint_slice_controller_syncs{result=\"success\"}",
         "endpoint_slice_controller_changes{operation=\"create\"}",
         "endpoint_slice_controller_endpoints_desired",
         "workqueue_adds_total{name=\"endpoint_slice\"}",
     ] {
-        assert!(metrics.contains(family), "{family} in /metrics:\n{metrics}");
+        assert!(
+            has_sample(&metrics, family),
+            "{family} in /metrics:\n{metrics}"
+        );
     }
 
     // Check 8: a Service without a selector gets no slice from this controller (checked
@@ -544,21 +545,12 @@ async fn slices_hold_at_most_max_endpoints_per_slice() {
         started.elapsed()
     );
 
-    // A worker with --max-endpoints-per-slice=20 in its place: a new Service's slices
+    // The launcher restarted with --max-endpoints-per-slice=20: a new Service's slices
     // hold at most 20 (existing ones are never rebalanced, as upstream).
     stack
         .0
-        .worker
-        .kill()
-        .await
-        .unwrap_or_else(|e| panic!("stopping the worker: {e}"));
-    stack.0.worker = Worker::start(
-        &stack.cluster,
-        &stack.informer,
-        &["--controllers", CONTROLLERS, "--max-endpoints-per-slice=20"],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("starting a worker with 20 per slice: {e:#}"));
+        .restart_with(&["--controllers", CONTROLLERS, "--max-endpoints-per-slice=20"])
+        .await;
     let started = Instant::now();
     stack
         .apply(

@@ -1,6 +1,6 @@
 //! End-to-end tests of the root-ca-certificate-publisher and clusterrole-aggregation
-//! controllers in `rkcm worker`: the test cluster (kube-sim with simulated nodes, or
-//! RKCM_TEST_KUBECONFIG's real cluster), the real `rkcm informer-server` and `rkcm worker`
+//! controllers in `rkcm worker` (started by `rkcm launcher`): the test cluster (kube-sim with simulated nodes, or
+//! RKCM_TEST_KUBECONFIG's real cluster), the real `rkcm launcher` with its informer-server and worker
 //! as separate processes, every check made with kubectl or kube-rs.
 //!
 //! The publisher puts `kube-root-ca.crt` in every namespace and keeps it as it should be;
@@ -44,7 +44,7 @@ fn published(cm: &ConfigMap) -> (Option<String>, Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_namespace_gets_the_root_ca_and_edits_are_undone() {
     let stack =
-        WorkerStack::start(&["--controllers", "serviceaccount,root-ca-cert-publisher"]).await;
+        LauncherStack::start(&["--controllers", "serviceaccount,root-ca-cert-publisher"]).await;
     let ns = stack.namespace("root-ca").await;
     let config_maps: Api<ConfigMap> = Api::namespaced(stack.cluster.client.clone(), &ns);
     let wait_published = |what: &'static str, not_uid: Option<String>| {
@@ -112,14 +112,15 @@ async fn every_namespace_gets_the_root_ca_and_edits_are_undone() {
     assert_eq!(published(&again), published(&cm));
 
     // Counted as upstream counts syncs.
-    let (_, metrics) = http_get(&stack.worker.health, "/metrics")
-        .await
-        .unwrap_or_else(|e| stack.fail(format!("reading /metrics: {e:#}")));
+    let metrics = stack.metrics().await;
     for family in [
         "root_ca_cert_publisher_sync_total{code=\"200\"}",
         "root_ca_cert_publisher_sync_duration_seconds_count{code=\"200\"}",
     ] {
-        assert!(metrics.contains(family), "{family} in /metrics:\n{metrics}");
+        assert!(
+            has_sample(&metrics, family),
+            "{family} in /metrics:\n{metrics}"
+        );
     }
     stack.cluster.cleanup().await;
 }
@@ -141,7 +142,8 @@ async fn failed_mounts(events: &Api<Event>, pod: &str) -> anyhow::Result<Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_starts_only_once_its_namespace_has_the_root_ca() {
-    let stack = WorkerStack::start(&["--controllers", "serviceaccount,nodelifecycle"]).await;
+    let mut stack =
+        LauncherStack::start(&["--controllers", "serviceaccount,nodelifecycle"]).await;
     if stack
         .cluster
         .sim_only("a worker without the publisher")
@@ -196,14 +198,13 @@ async fn a_pod_starts_only_once_its_namespace_has_the_root_ca() {
         .and_then(|w| w.reason.clone());
     assert_eq!(reason.as_deref(), Some("ContainerCreating"));
 
-    // The publisher, in a worker of its own: the ConfigMap appears, the pod runs.
-    let _publisher = Worker::start(
-        &stack.cluster,
-        &stack.informer,
-        &["--controllers", "root-ca-cert-publisher"],
-    )
-    .await
-    .unwrap_or_else(|e| stack.fail(format!("starting the publisher: {e:#}")));
+    // The launcher restarted with the publisher: the ConfigMap appears, the pod runs.
+    stack
+        .restart_with(&[
+            "--controllers",
+            "serviceaccount,nodelifecycle,root-ca-cert-publisher",
+        ])
+        .await;
     stack
         .wait("the pod Running once kube-root-ca.crt exists", || {
             let pods = pods.clone();
@@ -228,7 +229,7 @@ fn resources_of(role: &ClusterRole) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_takes_in_the_rules_of_roles_aggregated_to_it() {
-    let stack = WorkerStack::start(&["--controllers", "clusterrole-aggregation"]).await;
+    let stack = LauncherStack::start(&["--controllers", "clusterrole-aggregation"]).await;
     let roles: Api<ClusterRole> = Api::all(stack.cluster.client.clone());
     let suffix = kube_sim::api::random_suffix(5);
     let resource = format!("widgets{suffix}");
@@ -313,7 +314,7 @@ async fn admin_takes_in_the_rules_of_roles_aggregated_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unusable_root_ca_file_stops_only_the_publisher() {
-    let stack = WorkerStack::start(&[
+    let stack = LauncherStack::start(&[
         "--controllers",
         "serviceaccount,root-ca-cert-publisher",
         "--root-ca-file=/nonexistent/ca.crt",
@@ -321,7 +322,7 @@ async fn an_unusable_root_ca_file_stops_only_the_publisher() {
     .await;
     // The worker runs its other controllers: the namespace gets its ServiceAccount.
     let ns = stack.namespace("no-ca").await;
-    let log = stack.worker.log();
+    let log = stack.log();
     assert!(
         log.contains("not starting the controller") && log.contains("/nonexistent/ca.crt"),
         "the log says why the publisher is not running:\n{log}"

@@ -1,6 +1,6 @@
 //! End-to-end tests of the pod garbage collector and the TTL controller: kube-sim (or the
-//! cluster `RKCM_TEST_KUBECONFIG` names), an informer-server and a worker as separate
-//! processes, and node-sim nodes. Covers an orphaned pod (marked Failed with
+//! cluster `RKCM_TEST_KUBECONFIG` names), the launcher with its informer-server and worker as
+//! separate processes, and node-sim nodes. Covers an orphaned pod (marked Failed with
 //! DisruptionTarget after the 40 s quarantine), an unscheduled pod deleted while a
 //! finalizer holds it, the terminated-pod threshold (`--terminated-pod-gc-threshold=3`),
 //! a pod stuck Terminating on a partitioned, out-of-service node (kube-sim only), and the
@@ -11,9 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{
-    http_get, serial_on_real_cluster, simulated_nodes_with, InformerServer, Worker, STACK_WAIT,
-};
+use common::{metric_sum, simulated_nodes_with, LauncherStack, STACK_WAIT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -25,45 +23,37 @@ const HOLD: &str = "example.com/hold";
 const PASS_WAIT: Duration = Duration::from_secs(30);
 
 struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    nodes: Option<kube_sim::nodesim::NodeSim>,
-    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+    inner: LauncherStack,
+}
+
+impl std::ops::Deref for Stack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
+        &self.inner
+    }
 }
 
 impl Stack {
-    /// The cluster, an informer-server and a worker with `worker_args` (plus `sim_args` on
-    /// kube-sim: node-lifecycle with a grace period only node-sim's fast heartbeats meet),
-    /// and (kube-sim only) node-sim with `nodes`, when given.
+    /// The cluster and a launcher with `args` (plus `sim_args` on kube-sim: node-lifecycle
+    /// with a grace period only node-sim's fast heartbeats meet), and (kube-sim only)
+    /// node-sim with `nodes`, when given.
     async fn start(
-        worker_args: &[&str],
+        args: &[&str],
         sim_args: &[&str],
         nodes: Option<kube_sim::nodesim::NodeSimConfig>,
     ) -> Stack {
         let cluster = TestCluster::start().await.unwrap();
-        let serial = serial_on_real_cluster(&cluster).await;
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let mut args = worker_args.to_vec();
+        let mut args = args.to_vec();
         if cluster.sim.is_some() {
             args.extend_from_slice(sim_args);
         }
-        let worker = Worker::start(&cluster, &informer, &args).await.unwrap();
-        let nodes = match nodes {
-            Some(config) => simulated_nodes_with(&cluster, config).await,
-            None => None,
-        };
         Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            nodes,
-            _serial: serial,
+            inner: LauncherStack::start_with_nodes(cluster, &args, nodes).await,
         }
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
+        self.inner.fail(what)
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {
@@ -153,16 +143,13 @@ impl Stack {
 
     /// The value of a counter of the worker, by namespace and reason (0 when absent).
     async fn counter(&self, metric: &str, namespace: &str, reason: &str) -> anyhow::Result<f64> {
-        let (_, text) = http_get(&self.worker.health, "/metrics").await?;
-        Ok(text
-            .lines()
-            .filter(|line| line.starts_with(&format!("{metric}{{")))
-            .filter(|line| {
-                line.contains(&format!("namespace=\"{namespace}\""))
-                    && line.contains(&format!("reason=\"{reason}\""))
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum())
+        let text = self.inner.launcher.metrics().await?;
+        Ok(metric_sum(
+            &text,
+            metric,
+            &[("namespace", namespace), ("reason", reason)],
+        )
+        .unwrap_or(0.0))
     }
 
     async fn wait_force_deletions(&self, namespace: &str, reason: &str) {

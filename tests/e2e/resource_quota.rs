@@ -1,6 +1,6 @@
-//! End-to-end test of the resourcequota controller in `rkcm worker` (work order WO-Q,
+//! End-to-end test of the resourcequota controller run by `rkcm launcher` (work order WO-Q,
 //! checks 1-5 and 10): the test cluster (kube-sim with simulated nodes, or
-//! RKCM_TEST_KUBECONFIG's real cluster), the real `rkcm informer-server` and `rkcm worker`
+//! RKCM_TEST_KUBECONFIG's real cluster), the real `rkcm launcher` (with its informer-server and worker)
 //! (`--resource-quota-sync-period=10s`) as separate processes, every change made with
 //! kubectl and every check read back from the API server.
 //!
@@ -34,13 +34,14 @@ const WIDGET_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "C
   "versions": [{"name": "v1", "served": true, "storage": true,
    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
 
-/// The cluster (with the CRD), its nodes, the informer-server and the worker.
-struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    _nodes: Option<kube_sim::nodesim::NodeSim>,
-    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+/// The cluster (with the CRD), its nodes and the launcher.
+struct Stack(LauncherStack);
+
+impl std::ops::Deref for Stack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
+        &self.0
+    }
 }
 
 type Status = (BTreeMap<String, String>, BTreeMap<String, String>);
@@ -48,7 +49,6 @@ type Status = (BTreeMap<String, String>, BTreeMap<String, String>);
 impl Stack {
     async fn start() -> Stack {
         let cluster = TestCluster::start().await.expect("the test cluster");
-        let serial = serial_on_real_cluster(&cluster).await;
         cluster
             .kubectl_stdin(&["apply", "-f", "-"], WIDGET_CRD)
             .await
@@ -62,30 +62,17 @@ impl Stack {
             ])
             .await
             .expect("the CRD established");
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
-        let worker = Worker::start(
-            &cluster,
-            &informer,
-            &[
-                "--controllers",
-                CONTROLLERS,
-                "--resource-quota-sync-period=10s",
-            ],
+        Stack(
+            LauncherStack::start_on(
+                cluster,
+                &[
+                    "--controllers",
+                    CONTROLLERS,
+                    "--resource-quota-sync-period=10s",
+                ],
+            )
+            .await,
         )
-        .await
-        .unwrap();
-        let nodes = simulated_nodes(&cluster, 3).await;
-        Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            _nodes: nodes,
-            _serial: serial,
-        }
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {

@@ -1,7 +1,7 @@
 //! End-to-end tests of the serviceaccount-token and legacy-serviceaccount-token-cleaner
-//! controllers in `rkcm worker` (WO-2 checks 1 and 3 to 6): kube-sim with its keys
-//! written as kubeadm's /etc/kubernetes/pki holds them, the real `rkcm informer-server` and
-//! `rkcm worker` as separate processes, every check made with kubectl or kube-rs.
+//! controllers in `rkcm worker` (started by `rkcm launcher`) (WO-2 checks 1 and 3 to 6): kube-sim with its keys
+//! written as kubeadm's /etc/kubernetes/pki holds them, the real `rkcm launcher` with
+//! its informer-server and worker as separate processes, every check made with kubectl or kube-rs.
 //!
 //! The test checks each minted JWT itself with nothing but `sa.pub`: the header's `alg`
 //! and `kid`, the six claims, and the signature. The token then authenticates to the API
@@ -147,7 +147,7 @@ fn token_secret(name: &str, account: &str, labels: Value) -> String {
 /// kubectl with a kubeconfig that carries only the cluster CA and `token`: (exit code,
 /// stdout, stderr).
 async fn kubectl_with_token(
-    stack: &WorkerStack,
+    stack: &LauncherStack,
     dir: &Path,
     token: &str,
     args: &[&str],
@@ -178,7 +178,7 @@ async fn kubectl_with_token(
 }
 
 /// The Secret once its token is filled in.
-async fn filled(stack: &WorkerStack, secrets: &Api<Secret>, name: &str) -> Secret {
+async fn filled(stack: &LauncherStack, secrets: &Api<Secret>, name: &str) -> Secret {
     stack
         .wait(&format!("Secret {name} filled in"), || {
             let secrets = secrets.clone();
@@ -193,7 +193,7 @@ async fn filled(stack: &WorkerStack, secrets: &Api<Secret>, name: &str) -> Secre
         .await
 }
 
-async fn gone(stack: &WorkerStack, secrets: &Api<Secret>, name: &str) {
+async fn gone(stack: &LauncherStack, secrets: &Api<Secret>, name: &str) {
     stack
         .wait(&format!("Secret {name} deleted"), || {
             let secrets = secrets.clone();
@@ -209,7 +209,7 @@ async fn token_secrets_are_filled_authenticate_and_follow_their_service_account(
     let Some(pki) = pki(&cluster, "token_secrets_are_filled") else {
         return;
     };
-    let stack = WorkerStack::start_on(
+    let stack = LauncherStack::start_on(
         cluster,
         &[
             "--controllers",
@@ -376,7 +376,7 @@ async fn token_secrets_are_filled_authenticate_and_follow_their_service_account(
         .collect();
     names.sort();
     assert_eq!(names, ["tok"], "s2 got no token Secret");
-    let log = stack.worker.log();
+    let log = stack.log();
     assert!(!log.contains(&token), "the token is never logged");
 }
 
@@ -384,10 +384,11 @@ async fn token_secrets_are_filled_authenticate_and_follow_their_service_account(
 /// disabled and the others run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_key_the_token_controller_is_disabled() {
-    let stack = WorkerStack::start(&["--controllers", "serviceaccount,serviceaccount-token"]).await;
+    let stack =
+        LauncherStack::start(&["--controllers", "serviceaccount,serviceaccount-token"]).await;
     // The serviceaccount controller runs: a new namespace gets its `default` account.
     stack.namespace("sa-tokens-off").await;
-    let log = stack.worker.log();
+    let log = stack.log();
     assert!(
         log.contains("Controller is disabled because there is no private key"),
         "{log}"
@@ -413,7 +414,7 @@ async fn the_legacy_cleaner_invalidates_then_deletes_unused_tokens() {
         )
         .await
         .unwrap();
-    let mut stack = WorkerStack::start_on(
+    let stack = LauncherStack::start_on(
         cluster,
         &[
             "--controllers",
@@ -503,8 +504,7 @@ async fn the_legacy_cleaner_invalidates_then_deletes_unused_tokens() {
         .await;
 
     // The worker restarts (as the launcher restarts a killed one); its pass runs at start.
-    stack.worker.kill().await.unwrap();
-    stack.worker.restart().await.unwrap();
+    stack.kill_workers().await;
     gone(&stack, &secrets, "invalid").await;
     let unused = stack
         .wait("`unused` labelled invalid", || {

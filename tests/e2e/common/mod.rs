@@ -590,3 +590,295 @@ impl WorkerStack {
         name
     }
 }
+
+/// What the controller suites stand on when they test as users run rkcm: the test
+/// cluster, its simulated nodes (kube-sim only), and `rkcm launcher` started with the
+/// test's flags (KCM's, as a static pod would pass them), leading on a Lease of its own and
+/// supervising its informer-server and workers. On a real cluster the tests run one at a
+/// time.
+pub(crate) struct LauncherStack {
+    pub cluster: TestCluster,
+    pub launcher: Launcher,
+    /// The Lease it leads on, unique to the test.
+    pub lease: String,
+    pub nodes: Option<kube_sim::nodesim::NodeSim>,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl LauncherStack {
+    /// Starts a test cluster and a launcher on it with `args` (e.g. `--controllers=...`).
+    pub(crate) async fn start(args: &[&str]) -> LauncherStack {
+        Self::start_on(TestCluster::start().await.unwrap(), args).await
+    }
+
+    /// [`LauncherStack::start`] on a cluster the test started itself (to write files the
+    /// flags name, such as the cluster's keys, first).
+    pub(crate) async fn start_on(cluster: TestCluster, args: &[&str]) -> LauncherStack {
+        let nodes = kube_sim::nodesim::NodeSimConfig {
+            nodes: 3,
+            start_delay: Duration::from_millis(100),
+            ..Default::default()
+        };
+        Self::start_with_nodes(cluster, args, Some(nodes)).await
+    }
+
+    /// [`LauncherStack::start_on`] with node-sim configured by the test (`None`: no
+    /// simulated nodes).
+    pub(crate) async fn start_with_nodes(
+        cluster: TestCluster,
+        args: &[&str],
+        nodes: Option<kube_sim::nodesim::NodeSimConfig>,
+    ) -> LauncherStack {
+        let serial = serial_on_real_cluster(&cluster).await;
+        let lease = format!("rkcm-e2e-{}", kube_sim::api::random_suffix(6));
+        let launcher = Launcher::start(&cluster, &lease, args).await.unwrap();
+        let nodes = match nodes {
+            Some(config) => simulated_nodes_with(&cluster, config).await,
+            None => None,
+        };
+        let stack = LauncherStack {
+            cluster,
+            launcher,
+            lease,
+            nodes,
+            _serial: serial,
+        };
+        stack.wait_ready().await;
+        stack
+    }
+
+    /// Waits until the launcher leads and `/readyz` passes with its workers in it (their
+    /// stores synced).
+    pub(crate) async fn wait_ready(&self) {
+        let secure = self.launcher.secure.clone();
+        let ready = wait_for(
+            "the launcher to lead with ready workers",
+            STACK_WAIT,
+            || {
+                let secure = secure.clone();
+                async move {
+                    let body = curl(&format!("{secure}/readyz?verbose"))
+                        .await
+                        .unwrap_or_default();
+                    let workers = body.lines().any(|l| l.starts_with("[+]worker-"));
+                    let failing = body.lines().any(|l| l.starts_with("[-]"));
+                    Ok((workers && !failing).then_some(()))
+                }
+            },
+        )
+        .await;
+        if let Err(error) = ready {
+            self.fail(format!("{error:#}"));
+        }
+    }
+
+    /// Fails the test with the launcher's log (its children's lines included).
+    pub(crate) fn fail(&self, what: impl std::fmt::Display) -> ! {
+        panic!("{what}\nlauncher log:\n{}", self.launcher.log())
+    }
+
+    /// The launcher's log, its children's lines prefixed with their names.
+    pub(crate) fn log(&self) -> String {
+        self.launcher.log()
+    }
+
+    /// The launcher's `/metrics`: its own and its children's, merged.
+    pub(crate) async fn metrics(&self) -> String {
+        match self.launcher.metrics().await {
+            Ok(text) => text,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// Stops the launcher as its static pod's restart would (SIGTERM: it stops its
+    /// children and releases its Lease) and starts it again with `args` on the same Lease.
+    pub(crate) async fn restart_with(&mut self, args: &[&str]) {
+        if let Some(pid) = self.launcher.child.id() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
+        }
+        let stopped =
+            tokio::time::timeout(Duration::from_secs(30), self.launcher.child.wait()).await;
+        if !matches!(stopped, Ok(Ok(_))) {
+            self.fail("the launcher did not stop within 30 s of SIGTERM");
+        }
+        match Launcher::start(&self.cluster, &self.lease, args).await {
+            Ok(launcher) => self.launcher = launcher,
+            Err(error) => self.fail(format!("restarting the launcher: {error:#}")),
+        }
+        self.wait_ready().await;
+    }
+
+    /// SIGKILLs the launcher's workers, as a crash or an OOM kill would, and waits until
+    /// the launcher has started them again and they are ready.
+    pub(crate) async fn kill_workers(&self) {
+        let before = self.launcher.children(" worker ");
+        if before.is_empty() {
+            self.fail("the launcher has no worker to kill");
+        }
+        for pid in &before {
+            let _ = Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .await;
+        }
+        self.wait("the launcher to start its workers again", || {
+            let before = before.clone();
+            async move {
+                let now = self.launcher.children(" worker ");
+                Ok((!now.is_empty() && now.iter().all(|pid| !before.contains(pid))).then_some(()))
+            }
+        })
+        .await;
+        self.wait_ready().await;
+    }
+
+    pub(crate) async fn kubectl(&self, args: &[&str]) -> String {
+        match self.cluster.kubectl_ok(args).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    pub(crate) async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
+        match self.cluster.kubectl_stdin(args, stdin).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
+    pub(crate) async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+    {
+        match wait_for(what, STACK_WAIT, check).await {
+            Ok(value) => value,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
+    /// (pods are refused before that: name the serviceaccount controller on kube-sim).
+    pub(crate) async fn namespace(&self, prefix: &str) -> String {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
+        self.kubectl(&["create", "namespace", &name]).await;
+        let accounts: kube::Api<ServiceAccount> =
+            kube::Api::namespaced(self.cluster.client.clone(), &name);
+        self.wait("the default ServiceAccount of a new namespace", || {
+            let accounts = accounts.clone();
+            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
+        })
+        .await;
+        name
+    }
+}
+
+/// A sample line's metric name, labels and value (Prometheus text format).
+pub(crate) fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+    if line.starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    let name_end = line.find(['{', ' '])?;
+    let name = &line[..name_end];
+    let mut labels = Vec::new();
+    let mut rest = &line[name_end..];
+    if let Some(inner) = rest.strip_prefix('{') {
+        let mut chars = inner.char_indices();
+        let mut key = String::new();
+        let mut end = None;
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '}' => {
+                    end = Some(at);
+                    break;
+                }
+                ',' | ' ' => {}
+                '=' => {
+                    let mut value = String::new();
+                    chars.next(); // the opening quote
+                    while let Some((_, c)) = chars.next() {
+                        match c {
+                            '\\' => {
+                                if let Some((_, escaped)) = chars.next() {
+                                    value.push(match escaped {
+                                        'n' => '\n',
+                                        other => other,
+                                    });
+                                }
+                            }
+                            '"' => break,
+                            other => value.push(other),
+                        }
+                    }
+                    labels.push((std::mem::take(&mut key), value));
+                }
+                other => key.push(other),
+            }
+        }
+        rest = &inner[end? + 1..];
+    }
+    let value = rest.split_whitespace().next()?.parse().ok()?;
+    Some((name, labels, value))
+}
+
+/// The sum of `name`'s samples carrying all of `labels` (over the launcher's children
+/// too: their samples carry an extra label naming the child), `None` when there is none.
+pub(crate) fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for (sample, have, value) in text.lines().filter_map(parse_sample) {
+        if sample == name
+            && labels
+                .iter()
+                .all(|(k, v)| have.iter().any(|(hk, hv)| hk == k && hv == v))
+        {
+            *found.get_or_insert(0.0) += value;
+        }
+    }
+    found
+}
+
+/// Whether `text` has a sample matching `selector`, written as a sample without its value
+/// (`workqueue_adds_total{name="endpoint"}`, `up`): its labels are a subset of the
+/// sample's, so the label the launcher adds to its children's samples does not matter.
+pub(crate) fn has_sample(text: &str, selector: &str) -> bool {
+    let selector = selector.trim().trim_end_matches('{');
+    match parse_sample(&format!("{selector} 0")) {
+        Some((name, labels, _)) => {
+            let labels: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            metric_sum(text, name, &labels).is_some()
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod metric_tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_matched_on_a_subset_of_their_labels() {
+        let text = "# HELP x y\nworkqueue_adds_total{process=\"worker-a\",name=\"endpoint\"} 4\n\
+                    workqueue_adds_total{process=\"worker-b\",name=\"endpoint\"} 1\n\
+                    workqueue_adds_total{name=\"other\"} 9\nup 1\n";
+        assert_eq!(
+            metric_sum(text, "workqueue_adds_total", &[("name", "endpoint")]),
+            Some(5.0)
+        );
+        assert_eq!(metric_sum(text, "up", &[]), Some(1.0));
+        assert!(has_sample(text, "workqueue_adds_total{name=\"other\"}"));
+        assert!(has_sample(text, "up "));
+        assert!(!has_sample(text, "down"));
+        assert_eq!(
+            metric_sum(text, "workqueue_adds_total", &[("name", "x")]),
+            None
+        );
+    }
+}
