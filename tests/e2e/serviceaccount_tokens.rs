@@ -37,6 +37,8 @@ struct Pki {
 }
 
 /// The cluster's PKI files, or `None` (said) on a real cluster, whose keys the test has not.
+/// The ServiceAccount key is an RSA key made by openssl, as kubeadm's `sa.key` is, which
+/// kube-sim then verifies tokens with (its `--service-account-signing-key-file`).
 fn pki(cluster: &TestCluster, test: &str) -> Option<Pki> {
     let Some(sim) = cluster.sim.as_ref() else {
         println!("{test}: skipped on a real cluster: it needs kube-sim's PKI (sa.key, sa.pub)");
@@ -49,12 +51,44 @@ fn pki(cluster: &TestCluster, test: &str) -> Option<Pki> {
         path
     };
     let (ca, _) = sim.ca().expect("kube-sim serves HTTPS");
+    let out = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ])
+        .output()
+        .expect("running openssl genpkey");
+    assert!(out.status.success(), "openssl genpkey failed");
+    let pem = String::from_utf8(out.stdout).unwrap();
+    let key = kube_sim::legacy_tokens::ServiceAccountKey::from_private_key_pem(&pem)
+        .expect("kube-sim takes the RSA key");
+    assert_eq!(key.algorithm(), "RS256");
+    let public = key.public_key_pem().to_string();
+    sim.sim.set_service_account_key(std::sync::Arc::new(key));
     Some(Pki {
         ca: write("ca.crt", ca),
-        key: write("sa.key", sim.service_account_key().private_key_pem()),
-        public: write("sa.pub", sim.service_account_key().public_key_pem()),
+        key: write("sa.key", &pem),
+        public: write("sa.pub", &public),
         _dir: dir,
     })
+}
+
+/// WO-2 check 3's key id, computed with openssl from `sa.key` alone: `openssl pkey -in
+/// sa.key -pubout -outform DER | openssl dgst -sha256 -binary`, unpadded base64url.
+fn openssl_kid(key: &Path) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl pkey -in '{}' -pubout -outform DER | openssl dgst -sha256 -binary",
+            key.display()
+        ))
+        .output()
+        .expect("running openssl");
+    assert!(out.status.success(), "openssl pkey | openssl dgst");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&out.stdout)
 }
 
 fn path(p: &Path) -> &str {
@@ -68,27 +102,28 @@ fn b64url(part: &str) -> Vec<u8> {
 }
 
 /// Checks a minted token with `sa.pub` alone, as a relying party would: the header is
-/// exactly `{"alg":"ES256","kid":K}` with K the unpadded base64url SHA-256 of the DER
-/// SubjectPublicKeyInfo, the payload exactly upstream's six legacy claims, and the
-/// signature verifies.
-fn verify_jwt(token: &str, public_pem: &Path, expected_claims: &Value) {
-    let pem = std::fs::read(public_pem).unwrap();
+/// exactly `{"alg":"RS256","kid":K}` with K the unpadded base64url SHA-256 of the DER
+/// SubjectPublicKeyInfo (and the same as openssl's from `sa.key`), the payload exactly
+/// upstream's six legacy claims, and the signature verifies.
+fn verify_jwt(token: &str, pki: &Pki, expected_claims: &Value) {
+    let pem = std::fs::read(&pki.public).unwrap();
     let der = match public_key_der(&pem) {
         Some(der) => der,
         None => panic!("sa.pub holds a PUBLIC KEY block"),
     };
     let kid = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(ring::digest::digest(&ring::digest::SHA256, &der).as_ref());
+    assert_eq!(kid, openssl_kid(&pki.key), "the kid of sa.pub is openssl's");
     let parts: Vec<&str> = token.split('.').collect();
     assert_eq!(parts.len(), 3, "a compact JWS: {} parts", parts.len());
     let header = String::from_utf8(b64url(parts[0])).unwrap();
-    assert_eq!(header, format!("{{\"alg\":\"ES256\",\"kid\":\"{kid}\"}}"));
+    assert_eq!(header, format!("{{\"alg\":\"RS256\",\"kid\":\"{kid}\"}}"));
     let payload: Value = serde_json::from_slice(&b64url(parts[1])).unwrap();
     assert_eq!(&payload, expected_claims, "exactly the six legacy claims");
     let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&der).unwrap();
     let signed = format!("{}.{}", parts[0], parts[1]);
     ring::signature::UnparsedPublicKey::new(
-        &ring::signature::ECDSA_P256_SHA256_FIXED,
+        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
         spki.subject_public_key.data.as_ref(),
     )
     .verify(signed.as_bytes(), &b64url(parts[2]))
@@ -254,7 +289,7 @@ async fn token_secrets_are_filled_authenticate_and_follow_their_service_account(
     let token = data(&tok, "token").unwrap();
     verify_jwt(
         &token,
-        &pki.public,
+        &pki,
         &legacy_claims(&ns, "tok", "default", &default_uid),
     );
 

@@ -5,8 +5,9 @@
 //! legacy-token-tracking controller's ConfigMap
 //! (pkg/controlplane/controller/legacytokentracking).
 //!
-//! - [`ServiceAccountKey`] is the cluster's signing key pair, kubeadm's `sa.key`/`sa.pub`
-//!   (an ECDSA P-256 key here: ring, which makes kube-sim's keys, cannot make RSA keys).
+//! - [`ServiceAccountKey`] is the cluster's signing key pair, kubeadm's `sa.key`/`sa.pub`:
+//!   a fresh ECDSA P-256 key (ring, which makes kube-sim's keys, cannot make RSA keys), or
+//!   a key given as PEM, RSA as kubeadm makes it (RS256) or P-256 (ES256).
 //! - [`Sim::authenticate_legacy_token`] verifies a bearer token whose unverified `iss` is
 //!   `kubernetes/serviceaccount` with the public key, then looks it up: its
 //!   Secret exists, is not being deleted and holds this very token, its ServiceAccount
@@ -46,15 +47,18 @@ const DATE_FORMAT: &str = "%Y-%m-%d";
 pub struct ServiceAccountKey {
     private_pem: String,
     public_pem: String,
-    /// The uncompressed P-256 point.
-    public_point: Vec<u8>,
+    /// The public key as ring verifies it: the uncompressed P-256 point, or the DER
+    /// RSAPublicKey.
+    public_raw: Vec<u8>,
+    /// The JWS algorithm its tokens are signed with: `ES256` or `RS256`.
+    algorithm: &'static str,
 }
 
 impl std::fmt::Debug for ServiceAccountKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the private key.
         f.debug_struct("ServiceAccountKey")
-            .field("algorithm", &"ES256")
+            .field("algorithm", &self.algorithm)
             .finish_non_exhaustive()
     }
 }
@@ -66,8 +70,38 @@ impl ServiceAccountKey {
         Ok(ServiceAccountKey {
             private_pem: key.serialize_pem(),
             public_pem: key.public_key_pem(),
-            public_point: key.public_key_raw().to_vec(),
+            public_raw: key.public_key_raw().to_vec(),
+            algorithm: "ES256",
         })
+    }
+
+    /// A key pair from a PKCS#8 PEM private key (`openssl genpkey` writes one): RSA, as
+    /// kubeadm's `sa.key`, or ECDSA P-256. Other keys are refused with the reason.
+    pub fn from_private_key_pem(pem: &str) -> Result<Self, String> {
+        let key = rcgen::KeyPair::from_pem(pem).map_err(|e| {
+            format!("not a PKCS#8 PEM private key (BEGIN PRIVATE KEY) rcgen can read: {e}")
+        })?;
+        let algorithm = if key.algorithm() == &rcgen::PKCS_ECDSA_P256_SHA256 {
+            "ES256"
+        } else if key.algorithm() == &rcgen::PKCS_RSA_SHA256 {
+            "RS256"
+        } else {
+            return Err(format!(
+                "a {:?} key: only RSA and ECDSA P-256 keys sign ServiceAccount tokens here",
+                key.algorithm()
+            ));
+        };
+        Ok(ServiceAccountKey {
+            private_pem: pem.to_string(),
+            public_pem: key.public_key_pem(),
+            public_raw: key.public_key_raw().to_vec(),
+            algorithm,
+        })
+    }
+
+    /// The JWS algorithm of its tokens (`ES256` or `RS256`).
+    pub fn algorithm(&self) -> &'static str {
+        self.algorithm
     }
 
     /// `sa.key`: the private key, PKCS#8 PEM.
@@ -82,15 +116,14 @@ impl ServiceAccountKey {
 
     /// Whether `signature` is this key's JWS signature (alg `alg`) of `message`.
     fn verifies(&self, alg: &str, message: &[u8], signature: &[u8]) -> bool {
-        if alg != "ES256" {
-            return false;
-        }
-        ring::signature::UnparsedPublicKey::new(
-            &ring::signature::ECDSA_P256_SHA256_FIXED,
-            &self.public_point,
-        )
-        .verify(message, signature)
-        .is_ok()
+        let verification: &dyn ring::signature::VerificationAlgorithm = match alg {
+            "ES256" if self.algorithm == "ES256" => &ring::signature::ECDSA_P256_SHA256_FIXED,
+            "RS256" if self.algorithm == "RS256" => &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+            _ => return false,
+        };
+        ring::signature::UnparsedPublicKey::new(verification, &self.public_raw)
+            .verify(message, signature)
+            .is_ok()
     }
 }
 
@@ -512,19 +545,76 @@ mod tests {
             })
             .unwrap();
         let rng = ring::rand::SystemRandom::new();
-        let pair = ring::signature::EcdsaKeyPair::from_pkcs8(
-            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            &der,
-            &rng,
-        )
-        .unwrap();
         let signed = format!(
             "{}.{}",
             b64(header.to_string().as_bytes()),
             b64(claims.to_string().as_bytes())
         );
-        let signature = pair.sign(&rng, signed.as_bytes()).unwrap();
-        format!("{signed}.{}", b64(signature.as_ref()))
+        let signature = if header["alg"] == "RS256" {
+            let pair = ring::signature::RsaKeyPair::from_pkcs8(&der).unwrap();
+            let mut signature = vec![0; pair.public().modulus_len()];
+            pair.sign(
+                &ring::signature::RSA_PKCS1_SHA256,
+                &rng,
+                signed.as_bytes(),
+                &mut signature,
+            )
+            .unwrap();
+            signature
+        } else {
+            let pair = ring::signature::EcdsaKeyPair::from_pkcs8(
+                &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                &der,
+                &rng,
+            )
+            .unwrap();
+            pair.sign(&rng, signed.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec()
+        };
+        format!("{signed}.{}", b64(&signature))
+    }
+
+    #[test]
+    fn an_rsa_key_as_kubeadm_makes_it_verifies_rs256_only() {
+        let out = std::process::Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+            ])
+            .output()
+            .expect("running openssl");
+        assert!(out.status.success(), "openssl genpkey");
+        let pem = String::from_utf8(out.stdout).unwrap();
+        let key = ServiceAccountKey::from_private_key_pem(&pem).unwrap();
+        assert_eq!(key.algorithm(), "RS256");
+        assert!(key
+            .public_key_pem()
+            .starts_with("-----BEGIN PUBLIC KEY-----"));
+        assert!(!format!("{key:?}").contains("PRIVATE"), "never the key");
+        let rs256 = sign(&pem, &json!({"alg": "RS256", "kid": "k"}), &claims());
+        assert!(verify(&key, &rs256, None).is_ok());
+        let mut tampered = claims();
+        tampered["sub"] = json!("system:serviceaccount:ns:other");
+        let parts: Vec<&str> = rs256.split('.').collect();
+        let forged = format!(
+            "{}.{}.{}",
+            parts[0],
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tampered.to_string()),
+            parts[2]
+        );
+        assert!(verify(&key, &forged, None).is_err());
+        // An ES256 header on an RSA key is refused, as a key of another type would be.
+        let mut relabelled = rs256.clone();
+        let es_header = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(json!({"alg": "ES256", "kid": "k"}).to_string());
+        relabelled.replace_range(..parts[0].len(), &es_header);
+        assert!(verify(&key, &relabelled, None).is_err());
+        assert!(ServiceAccountKey::from_private_key_pem("not a key").is_err());
     }
 
     fn claims() -> Value {

@@ -60,6 +60,10 @@ pub struct Config {
     /// key pair, whose public half verifies legacy tokens). Created if missing; the files
     /// are rewritten at every start.
     pub pki_dir: Option<PathBuf>,
+    /// `--service-account-signing-key-file`'s PEM: the ServiceAccount token key pair to
+    /// use (RSA, as kubeadm's `sa.key`, or ECDSA P-256; PKCS#8) instead of a fresh P-256
+    /// one.
+    pub service_account_signing_key: Option<String>,
 }
 
 impl Default for Config {
@@ -71,6 +75,7 @@ impl Default for Config {
             service_cluster_ip_range: "10.96.0.0/12".into(),
             advertise_address: None,
             pki_dir: None,
+            service_account_signing_key: None,
         }
     }
 }
@@ -114,7 +119,11 @@ impl KubeSim {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
         let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
-        let service_account_key = Arc::new(legacy_tokens::ServiceAccountKey::generate()?);
+        let service_account_key = Arc::new(match &config.service_account_signing_key {
+            Some(pem) => legacy_tokens::ServiceAccountKey::from_private_key_pem(pem)
+                .map_err(|e| anyhow::anyhow!("--service-account-signing-key-file: {e}"))?,
+            None => legacy_tokens::ServiceAccountKey::generate()?,
+        });
         sim.set_service_account_key(service_account_key.clone());
         let advertise = kubernetes_service::advertise_address(config.advertise_address, addr);
         sim.bootstrap(advertise);

@@ -37,6 +37,10 @@ struct Args {
     /// --service-account-private-key-file and --cluster-signing-{cert,key}-file.
     #[arg(long = "pki-dir")]
     pki_dir: Option<PathBuf>,
+    /// The ServiceAccount token key pair, a PKCS#8 PEM private key (RSA as kubeadm's
+    /// sa.key, or ECDSA P-256); default: a fresh P-256 key.
+    #[arg(long = "service-account-signing-key-file")]
+    service_account_signing_key_file: Option<PathBuf>,
     /// Also simulate N nodes (kubelets and a scheduler) against this cluster, as node-sim does.
     #[arg(long, default_value_t = 0)]
     nodes: u32,
@@ -52,6 +56,15 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let service_account_signing_key = match &args.service_account_signing_key_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read --service-account-signing-key-file {}: {e}",
+                path.display()
+            )
+        })?),
+        None => None,
+    };
     let sim = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
         history: args.history,
@@ -59,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
         service_cluster_ip_range: args.service_cluster_ip_range,
         advertise_address: args.advertise_address,
         pki_dir: args.pki_dir,
+        service_account_signing_key,
     })
     .await?;
     sim.write_kubeconfig(&args.kubeconfig_out).map_err(|e| {
