@@ -599,7 +599,15 @@ impl Sim {
                 "{} in version \"{}\" cannot be handled as a {}: {}",
                 def.kind, def.version, def.kind, e
             ))),
-            Some(Ok(d)) => {
+            Some(Ok(mut d)) => {
+                let (group, kind) = (&def.group, &def.kind);
+                crate::quantities::canonicalize(group, &body_version, kind, &mut d.object)
+                    .map_err(|e| {
+                        ApiError::bad_request(format!(
+                            "{kind} in version \"{}\" cannot be handled as a {kind}: {e}",
+                            def.version
+                        ))
+                    })?;
                 if d.unknown_fields.is_empty() || mode == FieldValidation::Ignore {
                     return Ok((d.object, Vec::new()));
                 }

@@ -18,6 +18,8 @@ pub mod legacy_tokens;
 pub mod managed_fields;
 pub mod metrics;
 pub mod nodesim;
+pub mod quantities;
+mod quantity_paths;
 pub mod quota;
 pub mod rbac;
 pub mod request;
