@@ -9,16 +9,20 @@ mod common;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use common::{http_get, simulated_nodes_with, InformerServer, Launcher, Worker, RKCM, STACK_WAIT};
+use common::{
+    has_sample, metric_sum, simulated_nodes_with, Launcher, LauncherStack, RKCM, STACK_WAIT,
+};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use rkcm_conformance::{wait_for, TestCluster};
 
-struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    _nodes: kube_sim::nodesim::NodeSim,
+struct Stack(LauncherStack);
+
+impl std::ops::Deref for Stack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
+        &self.0
+    }
 }
 
 /// `cidr` as (network address, prefix) — enough to check containment in tests.
@@ -65,46 +69,32 @@ fn pod_cidrs(node: &Node) -> Vec<String> {
 }
 
 impl Stack {
-    /// A kube-sim cluster, a worker running node-ipam (with what pods need to run) with
-    /// `flags`, and `nodes` node-sim nodes registered without a podCIDR; `None` on a real
-    /// cluster (its nodes have their CIDRs already).
+    /// A kube-sim cluster, the launcher running node-ipam (with what pods need to run)
+    /// with `flags`, and `nodes` node-sim nodes registered without a podCIDR; `None` on a
+    /// real cluster (its nodes have their CIDRs already).
     async fn start(flags: &[&str], nodes: usize) -> Option<Stack> {
         let cluster = TestCluster::start().await.unwrap();
         if cluster.sim.is_none() {
             println!("skipped: nodes without a podCIDR need node-sim");
             return None;
         }
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
         let mut args = vec![
             "--controllers",
             "node-ipam-controller,nodelifecycle,root-ca-cert-publisher,serviceaccount",
         ];
         args.extend_from_slice(flags);
-        let worker = Worker::start(&cluster, &informer, &args).await.unwrap();
-        let nodes = simulated_nodes_with(
-            &cluster,
-            kube_sim::nodesim::NodeSimConfig {
-                nodes,
-                start_delay: Duration::from_millis(100),
-                lease_renew_interval: Duration::from_secs(1),
-                node_status_update_frequency: Duration::from_secs(1),
-                node_status_report_frequency: Duration::from_secs(1),
-                assign_pod_cidrs: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("node-sim on kube-sim");
-        Some(Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            _nodes: nodes,
-        })
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
+        let nodes = kube_sim::nodesim::NodeSimConfig {
+            nodes,
+            start_delay: Duration::from_millis(100),
+            lease_renew_interval: Duration::from_secs(1),
+            node_status_update_frequency: Duration::from_secs(1),
+            node_status_report_frequency: Duration::from_secs(1),
+            assign_pod_cidrs: false,
+            ..Default::default()
+        };
+        Some(Stack(
+            LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
+        ))
     }
 
     async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
@@ -144,13 +134,6 @@ impl Stack {
             },
         )
         .await
-    }
-
-    async fn metrics(&self) -> String {
-        match http_get(&self.worker.health, "/metrics").await {
-            Ok((200, body)) => body,
-            other => self.fail(format!("GET /metrics: {other:?}")),
-        }
     }
 }
 
@@ -232,13 +215,14 @@ async fn nodes_without_a_cidr_get_one_and_their_pods_take_ips_from_it() {
     );
 
     let metrics = stack.metrics().await;
-    for line in [
-        "node_ipam_controller_cidrset_cidrs_allocations_total{clusterCIDR=\"10.244.0.0/16\"} 3",
-        "node_ipam_controller_cirdset_max_cidrs{clusterCIDR=\"10.244.0.0/16\"} 256",
+    for (family, value) in [
+        ("node_ipam_controller_cidrset_cidrs_allocations_total", 3.0),
+        ("node_ipam_controller_cirdset_max_cidrs", 256.0),
     ] {
+        let line = format!("{family}{{clusterCIDR=\"10.244.0.0/16\"}} {value}");
         assert!(
-            metrics.lines().any(|l| l == line),
-            "expected {line:?} in the worker's metrics:\n{}",
+            metric_sum(&metrics, family, &[("clusterCIDR", "10.244.0.0/16")]) == Some(value),
+            "expected {line:?} in the launcher's metrics:\n{}",
             metrics
                 .lines()
                 .filter(|l| l.contains("node_ipam"))
@@ -246,10 +230,14 @@ async fn nodes_without_a_cidr_get_one_and_their_pods_take_ips_from_it() {
                 .join("\n")
         );
     }
-    assert!(
-        metrics.contains("node_ipam_controller_cidrset_usage_cidrs{clusterCIDR=\"10.244.0.0/16\"}")
-    );
-    assert!(metrics.contains("node_ipam_controller_cidrset_allocation_tries_per_request_bucket{"));
+    assert!(has_sample(
+        &metrics,
+        "node_ipam_controller_cidrset_usage_cidrs{clusterCIDR=\"10.244.0.0/16\"}"
+    ));
+    assert!(has_sample(
+        &metrics,
+        "node_ipam_controller_cidrset_allocation_tries_per_request_bucket"
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,9 +282,11 @@ async fn a_deleted_nodes_cidr_is_released_and_reused() {
     assert_eq!(again, cidrs, "{name} gets the block its old self released");
     let metrics = stack.metrics().await;
     assert!(
-        metrics
-            .lines()
-            .any(|l| l == "node_ipam_controller_cidrset_cidrs_releases_total{clusterCIDR=\"10.244.0.0/23\"} 1"),
+        metric_sum(
+            &metrics,
+            "node_ipam_controller_cidrset_cidrs_releases_total",
+            &[("clusterCIDR", "10.244.0.0/23")]
+        ) == Some(1.0),
         "one release in the metrics:\n{metrics}"
     );
 }

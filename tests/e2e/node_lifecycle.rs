@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{simulated_nodes_with, InformerServer, Worker, STACK_WAIT};
+use common::{LauncherStack, STACK_WAIT};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -20,15 +20,17 @@ const FAST: &[&str] = &[
     "--node-startup-grace-period=3s",
 ];
 
-struct Stack {
-    cluster: TestCluster,
-    _informer: InformerServer,
-    worker: Worker,
-    _nodes: kube_sim::nodesim::NodeSim,
+struct Stack(LauncherStack);
+
+impl std::ops::Deref for Stack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
+        &self.0
+    }
 }
 
 impl Stack {
-    /// A kube-sim cluster with three fast-heartbeating nodes and one worker running
+    /// A kube-sim cluster with three fast-heartbeating nodes and the launcher running
     /// `controllers`; `None` on a real cluster (the tests partition nodes with node-sim's
     /// faults).
     async fn start(controllers: &str) -> Option<Stack> {
@@ -37,34 +39,20 @@ impl Stack {
             println!("skipped: node-sim faults need kube-sim");
             return None;
         }
-        let informer = InformerServer::start(&cluster, &[]).await.unwrap();
         // The pods' kube-api-access volume needs the root-ca publisher's ConfigMap.
         let controllers = format!("{controllers},root-ca-cert-publisher");
         let mut args = vec!["--controllers", controllers.as_str()];
         args.extend_from_slice(FAST);
-        let worker = Worker::start(&cluster, &informer, &args).await.unwrap();
-        let nodes = simulated_nodes_with(
-            &cluster,
-            kube_sim::nodesim::NodeSimConfig {
-                nodes: 3,
-                start_delay: Duration::from_millis(100),
-                lease_renew_interval: Duration::from_secs(1),
-                node_status_update_frequency: Duration::from_secs(1),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("node-sim on kube-sim");
-        Some(Stack {
-            cluster,
-            _informer: informer,
-            worker,
-            _nodes: nodes,
-        })
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
+        let nodes = kube_sim::nodesim::NodeSimConfig {
+            nodes: 3,
+            start_delay: Duration::from_millis(100),
+            lease_renew_interval: Duration::from_secs(1),
+            node_status_update_frequency: Duration::from_secs(1),
+            ..Default::default()
+        };
+        Some(Stack(
+            LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
+        ))
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {
