@@ -1,15 +1,15 @@
-//! End-to-end tests of the node-lifecycle and taint-eviction controllers: kube-sim, an
-//! informer-server and a worker as separate processes, and node-sim nodes that only
-//! report (they never touch taints): the startup taint, cordon and pressure taints, a
-//! never-posted node, a partition with its evictions and recovery, the split controller
-//! and the all-nodes-down mode. Short flags (grace 4 s, monitor period 1 s, node-sim
+//! End-to-end tests of the node-lifecycle and taint-eviction controllers: kube-sim, the
+//! launcher with its informer-server and worker as separate processes, and node-sim nodes
+//! that only report (they never touch taints): the startup taint, cordon and pressure
+//! taints, a never-posted node, a partition with its evictions and recovery, the split
+//! controller, the per-zone eviction rate limit and the all-nodes-down mode. Short flags (grace 4 s, monitor period 1 s, node-sim
 //! heartbeats every second) keep each test to seconds.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{LauncherStack, STACK_WAIT};
+use common::{metric_sum, LauncherStack, STACK_WAIT};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -20,7 +20,8 @@ const FAST: &[&str] = &[
     "--node-startup-grace-period=3s",
 ];
 
-struct Stack(LauncherStack);
+/// The stack and how many nodes it has.
+struct Stack(LauncherStack, usize);
 
 impl std::ops::Deref for Stack {
     type Target = LauncherStack;
@@ -34,6 +35,11 @@ impl Stack {
     /// `controllers`; `None` on a real cluster (the tests partition nodes with node-sim's
     /// faults).
     async fn start(controllers: &str) -> Option<Stack> {
+        Self::start_nodes(controllers, 3).await
+    }
+
+    /// [`Stack::start`] with `count` nodes (zones a, b, c round robin).
+    async fn start_nodes(controllers: &str, count: usize) -> Option<Stack> {
         let cluster = TestCluster::start().await.unwrap();
         if cluster.sim.is_none() {
             println!("skipped: node-sim faults need kube-sim");
@@ -44,7 +50,7 @@ impl Stack {
         let mut args = vec!["--controllers", controllers.as_str()];
         args.extend_from_slice(FAST);
         let nodes = kube_sim::nodesim::NodeSimConfig {
-            nodes: 3,
+            nodes: count,
             start_delay: Duration::from_millis(100),
             lease_renew_interval: Duration::from_secs(1),
             node_status_update_frequency: Duration::from_secs(1),
@@ -52,6 +58,7 @@ impl Stack {
         };
         Some(Stack(
             LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
+            count,
         ))
     }
 
@@ -146,13 +153,14 @@ impl Stack {
 
     async fn all_nodes_untainted(&self) {
         let nodes = self.nodes();
+        let count = self.1;
         self.wait(
             "every node Ready without taints (the startup taint lifted)",
             || {
                 let nodes = nodes.clone();
                 async move {
                     let list = nodes.list(&ListParams::default()).await?;
-                    Ok((list.items.len() == 3
+                    Ok((list.items.len() == count
                         && list.items.iter().all(|n| {
                             ready_status(n).as_deref() == Some("True") && taints(n).is_empty()
                         }))
@@ -608,4 +616,71 @@ async fn when_every_node_is_down_no_node_keeps_a_no_execute_taint() {
         },
     )
     .await;
+}
+
+/// WO-N check 7: two partitioned nodes of one zone are tainted NoExecute one eviction
+/// period apart (`--node-eviction-rate` 0.1: one node per 10 s per zone), and the zone's
+/// `node_collector_evictions_total` counts both.
+#[tokio::test]
+async fn evictions_in_a_zone_are_rate_limited() {
+    let Some(s) = Stack::start_nodes("nodelifecycle,taint-eviction-controller", 6).await else {
+        return;
+    };
+    s.all_nodes_untainted().await;
+    // sim-node-0 and sim-node-3 are zone-a's only nodes.
+    for node in ["sim-node-0", "sim-node-3"] {
+        s.kubectl(&[
+            "annotate",
+            "node",
+            node,
+            "sim.rkcm.io/heartbeat=partitioned",
+        ])
+        .await;
+    }
+    let nodes = s.nodes();
+    let added = s
+        .wait("both zone-a nodes tainted unreachable:NoExecute", || {
+            let nodes = nodes.clone();
+            async move {
+                let mut added = Vec::new();
+                for name in ["sim-node-0", "sim-node-3"] {
+                    let node = nodes.get(name).await?;
+                    let taint = node
+                        .spec
+                        .and_then(|spec| spec.taints)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|t| {
+                            t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"
+                        });
+                    match taint.and_then(|t| t.time_added) {
+                        Some(time) => added.push(time.0),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(added))
+            }
+        })
+        .await;
+    let apart = (added[0] - added[1]).get_seconds().abs();
+    assert!(
+        apart >= 9,
+        "the two NoExecute taints were added {apart} s apart (timeAdded {added:?}), not one eviction period"
+    );
+    let metrics = s.metrics().await;
+    let zone_a = "sim-region:\u{0}:zone-a";
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "node_collector_evictions_total",
+            &[("zone", zone_a)]
+        ),
+        Some(2.0),
+        "zone-a's evictions in:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("node_collector_evictions"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
