@@ -26,7 +26,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta};
 use kube_sim::faults::Failure;
-use kube_sim::nodesim::NodeSim;
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
@@ -122,7 +121,7 @@ struct Chaos {
     /// otherwise leave them unable to restart a child).
     binary: std::path::PathBuf,
     _binary_dir: tempfile::TempDir,
-    _nodes: Option<NodeSim>,
+    _nodes: Option<common::SimNodes>,
     lease: String,
     /// Live launchers: one leads, one stands by.
     launchers: Vec<Launcher>,

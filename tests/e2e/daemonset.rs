@@ -1,6 +1,6 @@
 //! End-to-end tests of KCM's daemonset controller in `rkcm worker`: the test cluster
 //! (kube-sim with simulated nodes, or RKCM_TEST_KUBECONFIG's real cluster and its
-//! nodes), the real `rkcm informer-server` and `rkcm worker` as separate processes, and
+//! nodes), the real `rkcm launcher` with its informer-server and worker as separate processes, and
 //! every check made with kubectl or kube-rs.
 //!
 //! The DaemonSets select nodes by a label the test puts on them, so on a real cluster
@@ -27,11 +27,11 @@ const NODE_LABEL: &str = "rkcm.io/e2e-daemonset";
 const SKIP_TAINT: &str = "rkcm.io/e2e-skip";
 
 /// The worker stack with the daemonset and serviceaccount controllers.
-struct Stack(WorkerStack);
+struct Stack(LauncherStack);
 
 impl std::ops::Deref for Stack {
-    type Target = WorkerStack;
-    fn deref(&self) -> &WorkerStack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
         &self.0
     }
 }
@@ -39,7 +39,7 @@ impl std::ops::Deref for Stack {
 impl Stack {
     async fn start() -> Stack {
         Stack(
-            WorkerStack::start(&[
+            LauncherStack::start(&[
                 "--controllers",
                 "daemonset,serviceaccount,nodelifecycle,root-ca-cert-publisher",
             ])

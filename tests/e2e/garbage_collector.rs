@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 use serde_json::json;
 
@@ -26,7 +25,7 @@ const FILLER_REPLICA_SETS: usize = 2000;
 struct Stack {
     cluster: TestCluster,
     launcher: Launcher,
-    _nodes: Option<NodeSim>,
+    _nodes: Option<common::SimNodes>,
     _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 

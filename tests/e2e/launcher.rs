@@ -11,7 +11,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use kube_sim::nodesim::NodeSim;
 use rkcm_conformance::{wait_for, TestCluster};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -20,7 +19,7 @@ fn lease_name() -> String {
     format!("rkcm-test-{}", kube_sim::api::random_suffix(6))
 }
 
-async fn nodes(cluster: &TestCluster) -> Option<NodeSim> {
+async fn nodes(cluster: &TestCluster) -> Option<common::SimNodes> {
     simulated_nodes(cluster, 2).await
 }
 
@@ -310,8 +309,8 @@ async fn bad_configuration_exits_2_with_the_reason() {
             "invalid value 'endpoints'",
         ),
         (
-            vec!["--controllers", "*,tokencleaner"],
-            "token-cleaner-controller is not implemented in this version",
+            vec!["--controllers", "*,storage-version-gc"],
+            "storageversion-garbage-collector-controller is not implemented in this version",
         ),
         (
             vec!["--leader-elect-lease-duration", "5s"],
@@ -462,6 +461,16 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
         }
         None => "/etc/kubernetes/pki/sa.key".to_string(),
     };
+    // kubeadm's CA key (--cluster-signing-key-file, acted on by the CSR signer): on
+    // kube-sim, its own CA's key.
+    let ca_key = match cluster.sim.as_ref().and_then(|sim| sim.ca()) {
+        Some((_, key)) => {
+            let path = dir.path().join("ca.key");
+            std::fs::write(&path, key).unwrap();
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/ca.key".to_string(),
+    };
     let mut args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
@@ -469,6 +478,7 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
             flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
                 .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
                 .replace("/etc/kubernetes/pki/sa.key", &sa_key)
+                .replace("/etc/kubernetes/pki/ca.key", &ca_key)
         })
         .collect();
     if cluster.sim.is_none() {
@@ -476,7 +486,7 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
     }
     let launcher = Launcher::start_with(args).await.unwrap();
     let log = launcher.log();
-    for flag in ["--cluster-signing-cert-file", "--cluster-signing-key-file"] {
+    for flag in ["--client-ca-file", "--requestheader-client-ca-file"] {
         assert!(
             log.contains(&format!("flag=\"{flag}\"")) || log.contains(&format!("flag={flag}")),
             "no warning naming {flag}:\n{log}"
@@ -485,6 +495,8 @@ async fn the_static_pod_manifest_flags_start_the_launcher() {
     for flag in [
         "--use-service-account-credentials",
         "--root-ca-file",
+        "--cluster-signing-cert-file",
+        "--cluster-signing-key-file",
         "--service-account-private-key-file",
     ] {
         assert!(

@@ -662,7 +662,7 @@ async fn evictions_in_a_zone_are_rate_limited() {
             }
         })
         .await;
-    let apart = (added[0] - added[1]).get_seconds().abs();
+    let apart = added[0].duration_since(added[1]).as_secs().abs();
     assert!(
         apart >= 9,
         "the two NoExecute taints were added {apart} s apart (timeAdded {added:?}), not one eviction period"

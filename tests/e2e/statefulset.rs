@@ -1,6 +1,6 @@
 //! End-to-end tests of `rkcm worker --controllers statefulset`: the test cluster (kube-sim
 //! with simulated nodes in this process, or RKCM_TEST_KUBECONFIG's real cluster and its
-//! nodes), the real `rkcm informer-server` and `rkcm worker` as separate processes, every
+//! nodes), the real `rkcm launcher` with its informer-server and worker as separate processes, every
 //! change made with the real kubectl, and the order pods come and go read from a pod
 //! watch opened before the change.
 
@@ -23,11 +23,11 @@ const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// The worker stack with only the statefulset controller.
-struct Stack(WorkerStack);
+struct Stack(LauncherStack);
 
 impl std::ops::Deref for Stack {
-    type Target = WorkerStack;
-    fn deref(&self) -> &WorkerStack {
+    type Target = LauncherStack;
+    fn deref(&self) -> &LauncherStack {
         &self.0
     }
 }
@@ -35,7 +35,7 @@ impl std::ops::Deref for Stack {
 impl Stack {
     async fn start() -> Stack {
         Stack(
-            WorkerStack::start(&[
+            LauncherStack::start(&[
                 "--controllers",
                 "statefulset,nodelifecycle,root-ca-cert-publisher",
             ])

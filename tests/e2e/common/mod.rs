@@ -475,12 +475,59 @@ pub(crate) async fn curl(url: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Simulated nodes for a kube-sim test cluster; `None` on a real cluster, whose own
+/// Simulated nodes of a test: node-sim's handle (it derefs to it) and, on a real cluster,
+/// the Nodes it registered, deleted with kubectl when the test ends (after node-sim has
+/// stopped: fields drop in order).
+pub(crate) struct SimNodes {
+    sim: kube_sim::nodesim::NodeSim,
+    _cleanup: Option<DeleteNodes>,
+}
+
+impl SimNodes {
+    /// Stops node-sim (and deletes the Nodes it registered on a real cluster).
+    pub(crate) fn stop(self) {
+        self.sim.stop();
+    }
+}
+
+impl std::ops::Deref for SimNodes {
+    type Target = kube_sim::nodesim::NodeSim;
+    fn deref(&self) -> &kube_sim::nodesim::NodeSim {
+        &self.sim
+    }
+}
+
+/// Deletes the named Nodes of a real cluster when dropped.
+struct DeleteNodes {
+    kubeconfig: PathBuf,
+    names: Vec<String>,
+}
+
+impl Drop for DeleteNodes {
+    fn drop(&mut self) {
+        let deleted = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["delete", "node", "--ignore-not-found", "--wait=false"])
+            .args(&self.names)
+            .output();
+        match deleted {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "deleting the simulated nodes {:?}: {}",
+                self.names,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(error) => eprintln!("deleting the simulated nodes {:?}: {error}", self.names),
+        }
+    }
+}
+
+/// Simulated nodes for a test cluster: always on kube-sim; on a real cluster only when it
+/// has no schedulable Ready node of its own (a bare control plane), then under a name
+/// prefix of the test's own and deleted when the test ends. `None`: the cluster's own
 /// nodes run the pods.
-pub(crate) async fn simulated_nodes(
-    cluster: &TestCluster,
-    nodes: usize,
-) -> Option<kube_sim::nodesim::NodeSim> {
+pub(crate) async fn simulated_nodes(cluster: &TestCluster, nodes: usize) -> Option<SimNodes> {
     simulated_nodes_with(
         cluster,
         kube_sim::nodesim::NodeSimConfig {
@@ -495,14 +542,84 @@ pub(crate) async fn simulated_nodes(
 /// [`simulated_nodes`] with a node-sim configuration of the test's own.
 pub(crate) async fn simulated_nodes_with(
     cluster: &TestCluster,
-    config: kube_sim::nodesim::NodeSimConfig,
-) -> Option<kube_sim::nodesim::NodeSim> {
-    cluster.sim.as_ref()?;
+    mut config: kube_sim::nodesim::NodeSimConfig,
+) -> Option<SimNodes> {
     let yaml = std::fs::read_to_string(&cluster.kubeconfig).ok()?;
     let client = kube_sim::nodesim::client_from_kubeconfig(&yaml)
         .await
         .ok()?;
-    Some(kube_sim::nodesim::NodeSim::start(client, config))
+    let mut cleanup = None;
+    if cluster.sim.is_none() {
+        if has_schedulable_nodes(&cluster.client).await {
+            return None;
+        }
+        config.name_prefix = format!("rkcm-e2e-{}-", kube_sim::api::random_suffix(5));
+        // A real cluster's kube-scheduler binds the pods (it holds its Lease); node-sim's
+        // scheduler stands in only where none runs.
+        config.scheduler = !scheduler_leads(&cluster.client).await;
+        println!(
+            "the cluster has no schedulable nodes: simulating {} as {}N (scheduler: {})",
+            config.nodes,
+            config.name_prefix,
+            if config.scheduler {
+                "node-sim's"
+            } else {
+                "the cluster's"
+            }
+        );
+        cleanup = Some(DeleteNodes {
+            kubeconfig: cluster.kubeconfig.clone(),
+            names: (0..config.nodes)
+                .map(|i| format!("{}{i}", config.name_prefix))
+                .collect(),
+        });
+    }
+    Some(SimNodes {
+        sim: kube_sim::nodesim::NodeSim::start(client, config),
+        _cleanup: cleanup,
+    })
+}
+
+/// Whether some Node is Ready, schedulable and without a NoSchedule or NoExecute taint.
+async fn has_schedulable_nodes(client: &kube::Client) -> bool {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let Ok(list) = nodes.list(&Default::default()).await else {
+        return false;
+    };
+    list.items.iter().any(|node| {
+        let spec = node.spec.clone().unwrap_or_default();
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let repels = spec
+            .taints
+            .iter()
+            .flatten()
+            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
+        ready && spec.unschedulable != Some(true) && !repels
+    })
+}
+
+/// Whether kube-scheduler holds its leader Lease (renewed within its lease duration).
+async fn scheduler_leads(client: &kube::Client) -> bool {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "kube-system");
+    let Ok(Some(lease)) = leases.get_opt("kube-scheduler").await else {
+        return false;
+    };
+    let Some(spec) = lease.spec else {
+        return false;
+    };
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+    spec.renew_time.is_some_and(|renewed| {
+        k8s_openapi::jiff::Timestamp::now()
+            .duration_since(renewed.0)
+            .as_secs()
+            <= duration
+    })
 }
 
 /// How long the controller tests wait for a condition.
@@ -515,7 +632,7 @@ pub(crate) struct WorkerStack {
     pub cluster: TestCluster,
     pub informer: InformerServer,
     pub worker: Worker,
-    pub nodes: Option<kube_sim::nodesim::NodeSim>,
+    pub nodes: Option<SimNodes>,
     _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
@@ -601,7 +718,7 @@ pub(crate) struct LauncherStack {
     pub launcher: Launcher,
     /// The Lease it leads on, unique to the test.
     pub lease: String,
-    pub nodes: Option<kube_sim::nodesim::NodeSim>,
+    pub nodes: Option<SimNodes>,
     _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
@@ -778,8 +895,11 @@ impl LauncherStack {
     }
 }
 
+/// A sample: its metric name, labels and value.
+pub(crate) type Sample<'a> = (&'a str, Vec<(String, String)>, f64);
+
 /// A sample line's metric name, labels and value (Prometheus text format).
-pub(crate) fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+pub(crate) fn parse_sample(line: &str) -> Option<Sample<'_>> {
     if line.starts_with('#') || line.trim().is_empty() {
         return None;
     }
