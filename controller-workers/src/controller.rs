@@ -152,7 +152,9 @@ impl Runnable {
                                     warn!(controller = name, key = %key, error = %message, "dropping key out of the queue after {retries} retries");
                                     queue.forget(&key);
                                 } else {
-                                    if is_conflict_or_gone(&error) {
+                                    if is_conflict_or_gone(&error)
+                                        || error.downcast_ref::<Ignorable>().is_some()
+                                    {
                                         // Our cache lags our own last write, or the
                                         // object went meanwhile: routine.
                                         debug!(controller = name, key = %key, error = %message, "conflict; requeuing");
@@ -175,6 +177,13 @@ impl Runnable {
         info!(controller = self.name, "controller stopped");
     }
 }
+
+/// A sync failure that is expected and would be noise at warning level (upstream's
+/// `IgnorableError`, e.g. a CSR the approver recognized but may not approve yet): the key
+/// is retried with backoff all the same, and the failure logged at debug.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Ignorable(pub String);
 
 /// Waits at most `timeout` for the queue's in-flight items, after stopping new work.
 pub async fn shut_down(queue: &WorkQueue<String>, timeout: Duration) {

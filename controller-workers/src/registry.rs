@@ -10,9 +10,10 @@ use std::collections::BTreeSet;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
-    clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoint, endpointslice,
-    endpointslicemirroring, garbagecollector, job, legacysatokencleaner, namespace, nodeipam,
-    nodelifecycle, podgc, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
+    bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption,
+    endpoint, endpointslice, endpointslicemirroring, ephemeral, expand, garbagecollector, job,
+    legacysatokencleaner, namespace, nodeipam, nodelifecycle, podautoscaler, podgc, pvbinder,
+    pvcprotection, pvprotection, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
     serviceaccounttoken, statefulset, tainteviction, ttl, ttlafterfinished,
 };
 
@@ -163,11 +164,19 @@ pub struct ControllerOptions {
     #[command(flatten)]
     pub podgc: podgc::Options,
     #[command(flatten)]
+    pub horizontal_pod_autoscaler: podautoscaler::Options,
+    #[command(flatten)]
     pub resource_quota: resourcequota::Options,
     #[command(flatten)]
     pub endpoint: endpoint::Options,
     #[command(flatten)]
     pub endpointslice_mirroring: endpointslicemirroring::Options,
+    #[command(flatten)]
+    pub csr_signing: certificates::SigningOptions,
+    #[command(flatten)]
+    pub ephemeral_volume: ephemeral::Options,
+    #[command(flatten)]
+    pub pv_binder: pvbinder::Options,
 }
 
 impl ControllerOptions {
@@ -193,6 +202,10 @@ impl std::default::Default for ControllerOptions {
 }
 
 use Availability::*;
+
+/// Why the CSR controllers run unsharded.
+const CSR_SHARDING: &str =
+    "its keys are CertificateSigningRequests, which belong to no namespace; run it unsharded";
 
 /// KCM 1.29's controllers (cmd/kube-controller-manager/names), in KCM's start order.
 pub const CONTROLLERS: &[Descriptor] = &[
@@ -371,7 +384,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("horizontalpodautoscaling"),
         Default,
         Some("horizontal-pod-autoscaler"),
-        None,
+        Some(Implementation {
+            resources: podautoscaler::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| one(podautoscaler::build(c, &o.horizontal_pod_autoscaler)),
+        }),
     ),
     d(
         "disruption-controller",
@@ -411,21 +428,33 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("csrsigning"),
         Default,
         Some("certificate-controller"),
-        None,
+        Some(Implementation {
+            resources: certificates::RESOURCES,
+            sharding: Sharding::Refused(CSR_SHARDING),
+            build: |c, o| certificates::build_signing(c, &o.csr_signing),
+        }),
     ),
     d(
         "certificatesigningrequest-approving-controller",
         Some("csrapproving"),
         Default,
         Some("certificate-controller"),
-        None,
+        Some(Implementation {
+            resources: certificates::RESOURCES,
+            sharding: Sharding::Refused(CSR_SHARDING),
+            build: |c, _| one(certificates::build_approving(c)),
+        }),
     ),
     d(
         "certificatesigningrequest-cleaner-controller",
         Some("csrcleaner"),
         Default,
         Some("certificate-controller"),
-        None,
+        Some(Implementation {
+            resources: certificates::RESOURCES,
+            sharding: Sharding::Refused(CSR_SHARDING),
+            build: |c, _| one(certificates::build_cleaner(c)),
+        }),
     ),
     d(
         "ttl-controller",
@@ -445,14 +474,26 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("bootstrapsigner"),
         DisabledByDefault,
         Some("bootstrap-signer"),
-        None,
+        Some(Implementation {
+            resources: bootstrap::bootstrapsigner::RESOURCES,
+            sharding: Sharding::Refused(
+                "its one key, kube-public/cluster-info, is signed with the token Secrets of kube-system, and a shard holds one namespace without the other; run it unsharded",
+            ),
+            build: |c, _| one(bootstrap::bootstrapsigner::build(c)),
+        }),
     ),
     d(
         "token-cleaner-controller",
         Some("tokencleaner"),
         DisabledByDefault,
         Some("token-cleaner"),
-        None,
+        Some(Implementation {
+            resources: bootstrap::tokencleaner::RESOURCES,
+            // Its keys are the Secrets of kube-system: the shard that holds that
+            // namespace does all the work.
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, _| one(bootstrap::tokencleaner::build(c)),
+        }),
     ),
     d(
         "node-ipam-controller",
@@ -498,7 +539,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("persistentvolume-binder"),
         Default,
         Some("persistent-volume-binder"),
-        None,
+        Some(Implementation {
+            resources: pvbinder::RESOURCES,
+            sharding: Sharding::Refused(
+                "PersistentVolumes belong to no namespace and a claim may bind any of them; run it unsharded",
+            ),
+            build: |c, o| pvbinder::build(c, &o.pv_binder),
+        }),
     ),
     d(
         "persistentvolume-attach-detach-controller",
@@ -512,7 +559,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("persistentvolume-expander"),
         Default,
         Some("expand-controller"),
-        None,
+        Some(Implementation {
+            resources: expand::RESOURCES,
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, _| one(expand::build(c)),
+        }),
     ),
     d(
         "clusterrole-aggregation-controller",
@@ -532,14 +583,26 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("pvc-protection"),
         Default,
         Some("pvc-protection-controller"),
-        None,
+        Some(Implementation {
+            resources: pvcprotection::RESOURCES,
+            // Claims and the pods that use them share a namespace; the live check lists
+            // one namespace.
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, _| one(pvcprotection::build(c)),
+        }),
     ),
     d(
         "persistentvolume-protection-controller",
         Some("pv-protection"),
         Default,
         Some("pv-protection-controller"),
-        None,
+        Some(Implementation {
+            resources: pvprotection::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are PersistentVolumes, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, _| one(pvprotection::build(c)),
+        }),
     ),
     d(
         "ttl-after-finished-controller",
@@ -568,7 +631,12 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ephemeral-volume"),
         Default,
         Some("ephemeral-volume-controller"),
-        None,
+        Some(Implementation {
+            resources: ephemeral::RESOURCES,
+            // A pod and the claims of its ephemeral volumes share a namespace.
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, o| one(ephemeral::build(c, &o.ephemeral_volume)),
+        }),
     ),
     d(
         "storageversion-garbage-collector-controller",
@@ -731,7 +799,7 @@ mod tests {
             vec!["deployment-controller", "replicaset-controller"]
         );
         assert_eq!(
-            select(&list(&["-horizontalpodautoscaling", "*"])).unwrap(),
+            select(&list(&["-attachdetach", "*"])).unwrap(),
             all,
             "disabling a controller rkcm does not have changes nothing"
         );
@@ -832,6 +900,7 @@ mod tests {
         assert_eq!(options.deployment.concurrent_deployment_syncs, 5);
         assert_eq!(options.daemonset.concurrent_daemonset_syncs, 2);
         assert_eq!(options.garbage_collector.concurrent_gc_syncs, 20);
+        assert_eq!(options.ephemeral_volume.concurrent_ephemeralvolume_syncs, 5);
         assert!(options.garbage_collector.enable_garbage_collector);
         assert_eq!(
             options.namespace.namespace_sync_period,
@@ -879,11 +948,16 @@ mod tests {
             Err(SelectionError::Unknown("frobnicator".into()))
         );
         assert_eq!(
-            select(&list(&["*", "tokencleaner"])),
-            Err(SelectionError::NotInThisVersion("token-cleaner-controller"))
+            select(&list(&["*", "storage-version-gc"])),
+            Err(SelectionError::NotInThisVersion(
+                "storageversion-garbage-collector-controller"
+            ))
         );
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(default_controllers_missing().contains(&"horizontal-pod-autoscaler-controller"));
+        assert!(
+            default_controllers_missing().contains(&"persistentvolume-attach-detach-controller")
+        );
+        assert!(!default_controllers_missing().contains(&"horizontal-pod-autoscaler-controller"));
         assert!(!default_controllers_missing().contains(&"statefulset-controller"));
         assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }

@@ -71,6 +71,29 @@ impl Selector {
         })
     }
 
+    /// Parses a selector in its string form (apimachinery's `labels.Parse`, as a Scale's
+    /// `status.selector` carries it): comma-separated `k=v`, `k==v`, `k!=v`,
+    /// `k in (a,b)`, `k notin (a,b)`, `k` and `!k`. The empty string selects everything.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        for term in split_terms(text)? {
+            let term = term.trim();
+            if term.is_empty() {
+                if text.trim().is_empty() {
+                    continue;
+                }
+                return Err(format!(
+                    "unable to parse requirement: empty term in {text:?}"
+                ));
+            }
+            requirements.push(parse_term(term)?);
+        }
+        Ok(Selector {
+            requirements,
+            nothing: false,
+        })
+    }
+
     /// True for a selector with no requirement (it selects every object).
     pub fn is_empty(&self) -> bool {
         !self.nothing && self.requirements.is_empty()
@@ -94,6 +117,84 @@ impl Selector {
                 Requirement::DoesNotExist(key) => get(key).is_none(),
             })
     }
+}
+
+/// Splits on the commas outside parentheses.
+fn split_terms(text: &str) -> Result<Vec<&str>, String> {
+    let (mut terms, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for (index, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| format!("unbalanced parentheses in selector {text:?}"))?
+            }
+            ',' if depth == 0 => {
+                terms.push(&text[start..index]);
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("unbalanced parentheses in selector {text:?}"));
+    }
+    terms.push(&text[start..]);
+    Ok(terms)
+}
+
+fn valid_key(key: &str) -> Result<String, String> {
+    let ok = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if ok {
+        Ok(key.to_string())
+    } else {
+        Err(format!("invalid label key {key:?}"))
+    }
+}
+
+fn parse_term(term: &str) -> Result<Requirement, String> {
+    if let Some(key) = term.strip_prefix('!') {
+        return Ok(Requirement::DoesNotExist(valid_key(key.trim())?));
+    }
+    for (operator, negated) in [("!=", true), ("==", false), ("=", false)] {
+        if let Some((key, value)) = term.split_once(operator) {
+            let (key, value) = (valid_key(key.trim())?, value.trim().to_string());
+            return Ok(if negated {
+                Requirement::NotIn(key, vec![value])
+            } else {
+                Requirement::In(key, vec![value])
+            });
+        }
+    }
+    if let Some(open) = term.find('(') {
+        let values_text = term[open + 1..]
+            .strip_suffix(')')
+            .ok_or_else(|| format!("unable to parse requirement {term:?}"))?;
+        let values: Vec<String> = values_text
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .collect();
+        let mut words = term[..open].split_whitespace();
+        let (Some(key), Some(operator), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("unable to parse requirement {term:?}"));
+        };
+        let key = valid_key(key)?;
+        return match operator {
+            "in" => Ok(Requirement::In(key, values)),
+            "notin" => Ok(Requirement::NotIn(key, values)),
+            other => Err(format!(
+                "unknown operator {other:?} in requirement {term:?}"
+            )),
+        };
+    }
+    if term.contains(char::is_whitespace) || term.contains(['<', '>']) {
+        return Err(format!("unable to parse requirement {term:?}"));
+    }
+    Ok(Requirement::Exists(valid_key(term)?))
 }
 
 #[cfg(test)]
@@ -144,6 +245,31 @@ mod tests {
         let missing = Selector::from_label_selector(None).unwrap();
         assert!(!missing.matches(Some(&labels(&[("a", "b")]))));
         assert!(!missing.is_empty());
+    }
+
+    #[test]
+    fn parses_the_string_form() {
+        let selector = Selector::parse("app=web, tier in (a, b),!canary,env!=prod,track").unwrap();
+        assert!(selector.matches(Some(&labels(&[
+            ("app", "web"),
+            ("tier", "b"),
+            ("track", "x")
+        ]))));
+        assert!(!selector.matches(Some(&labels(&[("app", "web"), ("tier", "b")]))));
+        assert!(!selector.matches(Some(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("track", "x"),
+            ("env", "prod")
+        ]))));
+        assert!(Selector::parse("").unwrap().is_empty());
+        assert!(Selector::parse("app==web")
+            .unwrap()
+            .matches(Some(&labels(&[("app", "web")]))));
+        assert!(Selector::parse("x notin (a)").unwrap().matches(None));
+        for bad in ["a in (b", "a,,b", "a b", "x>1", "=v", "k near (a)"] {
+            assert!(Selector::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

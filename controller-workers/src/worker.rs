@@ -123,13 +123,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if selected.contains(&crate::controllers::pvbinder::NAME) {
+        args.options.pv_binder.validate()?;
+    }
     if selected.contains(&crate::controllers::nodeipam::NAME) {
         args.options.node_ipam.validate().map_err(UsageError)?;
+    }
+    if selected.contains(&crate::controllers::podautoscaler::NAME) {
+        args.options
+            .horizontal_pod_autoscaler
+            .validate()
+            .map_err(UsageError)?;
     }
     // KCM checks these whichever controllers run.
     args.options.endpointslice.validate().map_err(UsageError)?;
     args.options
         .endpointslice_mirroring
+        .validate()
+        .map_err(UsageError)?;
+    args.options.csr_signing.validate().map_err(UsageError)?;
+    args.options
+        .ephemeral_volume
         .validate()
         .map_err(UsageError)?;
     if args.shard.is_some() {

@@ -3,8 +3,10 @@
 //! directory as kubeadm's `/etc/kubernetes/pki` (`ca.crt`, `ca.key`, `sa.key`, `sa.pub`),
 //! then `rkcm launcher` as its own process (which starts the informer-server and the
 //! workers) with the flags kubeadm's manifest gives KCM for them (`--root-ca-file`,
-//! `--service-account-private-key-file`), writes a
-//! kubeconfig, creates a small demo (namespace `rkcm-demo` with a Deployment `hello`),
+//! `--service-account-private-key-file`, `--cluster-signing-{cert,key}-file`, and a hostPath recycler pod template node-sim
+//! completes), writes a
+//! kubeconfig, creates the default StorageClass `standard` (csi-sim's driver,
+//! WaitForFirstConsumer, growable; `--no-csi` leaves csi-sim and the class out), a small demo (namespace `rkcm-demo` with a Deployment `hello`),
 //! and says how to watch it with kubectl, grpcurl and curl. Ctrl-C stops everything.
 
 use std::net::SocketAddr;
@@ -44,7 +46,34 @@ pub(crate) struct DevArgs {
     /// Do not create the demo namespace and Deployment.
     #[arg(long)]
     pub no_demo: bool,
+    /// Do not run csi-sim (the simulated CSI drivers `csi.sim.rkcm.io` and
+    /// `noattach.csi.sim.rkcm.io`) nor create the default StorageClass `standard`.
+    #[arg(long)]
+    pub no_csi: bool,
 }
+
+/// The hostPath recycler pod of the development cluster: upstream's default template, whose
+/// containers node-sim ends (successfully) after a second.
+const RECYCLER_POD_TEMPLATE: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  generateName: pv-recycler-
+  namespace: default
+  annotations:
+    sim.rkcm.io/exit-after: 1s
+spec:
+  restartPolicy: Never
+  volumes:
+  - name: vol
+  containers:
+  - name: pv-recycler
+    image: registry.k8s.io/build-image/debian-base:bookworm-v1.0.3
+    command: ["/bin/sh"]
+    args: ["-c", "test -e /scrub && find /scrub -mindepth 1 -delete && test -z \"$(ls -A /scrub)\" || exit 1"]
+    volumeMounts:
+    - name: vol
+      mountPath: /scrub
+"#;
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.runtime_dir)
@@ -69,10 +98,14 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         nodesim::client_from_kubeconfig(sim.kubeconfig()).await?,
         NodeSimConfig {
             nodes: args.nodes,
+            csi: !args.no_csi,
             ..Default::default()
         },
     );
     let pki_dir = std::fs::canonicalize(&pki_dir)?;
+    let recycler_template = runtime_dir.join("recycler-pod.yaml");
+    std::fs::write(&recycler_template, RECYCLER_POD_TEMPLATE)
+        .with_context(|| format!("writing {}", recycler_template.display()))?;
     let mut command = tokio::process::Command::new(std::env::current_exe()?);
     crate::supervisor::die_with_parent_in_own_group(&mut command);
     let mut launcher = command
@@ -86,6 +119,13 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .arg(pki_dir.join("ca.crt"))
         .arg("--service-account-private-key-file")
         .arg(pki_dir.join("sa.key"))
+        .arg("--cluster-signing-cert-file")
+        .arg(pki_dir.join("ca.crt"))
+        .arg("--cluster-signing-key-file")
+        .arg(pki_dir.join("ca.key"))
+        // node-sim runs the recycler pod for a second; the binder recycles hostPath volumes.
+        .arg("--pv-recycler-pod-template-filepath-hostpath")
+        .arg(&recycler_template)
         .args([
             "--bind-address",
             "127.0.0.1",
@@ -98,6 +138,9 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .context("starting rkcm launcher")?;
 
     let client = sim.client().await?;
+    if !args.no_csi {
+        create_default_storage_class(&client).await?;
+    }
     if !args.no_demo {
         create_demo(&client).await?;
     }
@@ -147,6 +190,25 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The development cluster's default StorageClass: csi-sim's driver, volumes made for the
+/// node the scheduler picks, and growable.
+async fn create_default_storage_class(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let standard: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "standard",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": nodesim::csi::DRIVER,
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": true,
+    }))?;
+    match classes.create(&PostParams::default(), &standard).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error).context("creating the default StorageClass standard"),
+    }
+}
+
 async fn create_demo(client: &kube::Client) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
@@ -167,4 +229,22 @@ async fn create_demo(client: &kube::Client) -> anyhow::Result<()> {
         .await
         .context("creating the demo Deployment")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The binder reads the template `rkcm dev` writes, as it reads any.
+    #[test]
+    fn the_recycler_template_is_one_the_binder_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recycler-pod.yaml");
+        std::fs::write(&path, RECYCLER_POD_TEMPLATE).unwrap();
+        let options = rkcm_controller_workers::controllers::pvbinder::Options {
+            pv_recycler_pod_template_filepath_hostpath: path.display().to_string(),
+            ..rkcm_controller_workers::registry::ControllerOptions::default().pv_binder
+        };
+        options.validate().unwrap();
+    }
 }

@@ -111,15 +111,6 @@ pub(crate) struct LauncherArgs {
 
     // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
     // them yet, and names each one given in a warning at start.
-    /// Not acted on yet (csrsigning).
-    #[arg(long)]
-    pub cluster_signing_cert_file: Option<PathBuf>,
-    /// Not acted on yet (csrsigning).
-    #[arg(long)]
-    pub cluster_signing_key_file: Option<PathBuf>,
-    /// Not acted on yet (csrsigning).
-    #[arg(long)]
-    pub cluster_signing_duration: Option<String>,
     /// Not acted on yet.
     #[arg(long)]
     pub cluster_name: Option<String>,
@@ -129,9 +120,6 @@ pub(crate) struct LauncherArgs {
     /// Not acted on yet: front-proxy authentication of the secure port.
     #[arg(long)]
     pub requestheader_client_ca_file: Option<PathBuf>,
-    /// Not acted on yet (horizontal-pod-autoscaler).
-    #[arg(long)]
-    pub concurrent_horizontal_pod_autoscaler_syncs: Option<u32>,
     /// Not acted on yet: profiling endpoints.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub profiling: Option<bool>,
@@ -147,13 +135,9 @@ impl LauncherArgs {
             };
         }
         check!(
-            cluster_signing_cert_file => "--cluster-signing-cert-file",
-            cluster_signing_key_file => "--cluster-signing-key-file",
-            cluster_signing_duration => "--cluster-signing-duration",
             cluster_name => "--cluster-name",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
-            concurrent_horizontal_pod_autoscaler_syncs => "--concurrent-horizontal-pod-autoscaler-syncs",
             profiling => "--profiling",
         );
         given

@@ -267,7 +267,7 @@ mod tests {
         let e = parse("g.yaml", zero, &all()).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
 
-        let unimplemented = "groups:\n- name: gc\n  controllers: [tokencleaner]\n";
+        let unimplemented = "groups:\n- name: gc\n  controllers: [storage-version-gc]\n";
         let e = parse("g.yaml", unimplemented, &all()).unwrap_err();
         assert!(e.reason.contains("not implemented in this version"), "{e}");
         assert_eq!(e.line, 3);

@@ -15,6 +15,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rkcm_controller_workers::controllers::nodeipam;
+use rkcm_controller_workers::controllers::podautoscaler;
+use rkcm_controller_workers::controllers::pvbinder;
 use rkcm_controller_workers::registry;
 use rkcm_controller_workers::worker::UsageError;
 use tokio::signal::unix::{signal, SignalKind};
@@ -209,9 +211,19 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         election.validate().map_err(UsageError)?;
     }
     let global = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
+    if global.contains(&pvbinder::NAME) {
+        // KCM exits when a recycler pod template cannot be read.
+        args.controller_options.pv_binder.validate()?;
+    }
     if global.contains(&nodeipam::NAME) {
         args.controller_options
             .node_ipam
+            .validate()
+            .map_err(UsageError)?;
+    }
+    if global.contains(&podautoscaler::NAME) {
+        args.controller_options
+            .horizontal_pod_autoscaler
             .validate()
             .map_err(UsageError)?;
     }
@@ -222,6 +234,14 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         .map_err(UsageError)?;
     args.controller_options
         .endpointslice_mirroring
+        .validate()
+        .map_err(UsageError)?;
+    args.controller_options
+        .csr_signing
+        .validate()
+        .map_err(UsageError)?;
+    args.controller_options
+        .ephemeral_volume
         .validate()
         .map_err(UsageError)?;
     let groups: Vec<Group> = match &args.process_groups {

@@ -142,8 +142,7 @@ async fn failed_mounts(events: &Api<Event>, pod: &str) -> anyhow::Result<Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_starts_only_once_its_namespace_has_the_root_ca() {
-    let mut stack =
-        LauncherStack::start(&["--controllers", "serviceaccount,nodelifecycle"]).await;
+    let mut stack = LauncherStack::start(&["--controllers", "serviceaccount,nodelifecycle"]).await;
     if stack
         .cluster
         .sim_only("a worker without the publisher")

@@ -87,6 +87,15 @@ async fn launch_as_kubeadm(cluster: &TestCluster, dir: &Path) -> Option<Launcher
         }
         None => "/etc/kubernetes/pki/sa.key".to_string(),
     };
+    // kubeadm's CA key (--cluster-signing-key-file): on kube-sim, its own CA's key.
+    let ca_key = match cluster.sim.as_ref().and_then(|sim| sim.ca()) {
+        Some((_, key)) => {
+            let path = dir.join("ca.key");
+            std::fs::write(&path, key).expect("writing the cluster CA key");
+            path.display().to_string()
+        }
+        None => "/etc/kubernetes/pki/ca.key".to_string(),
+    };
     let args: Vec<String> = command[2..]
         .iter()
         .filter(|flag| !flag.starts_with("--runtime-dir"))
@@ -94,6 +103,7 @@ async fn launch_as_kubeadm(cluster: &TestCluster, dir: &Path) -> Option<Launcher
             flag.replace("/etc/kubernetes/controller-manager.conf", &kubeconfig)
                 .replace("/etc/kubernetes/pki/ca.crt", &root_ca)
                 .replace("/etc/kubernetes/pki/sa.key", &sa_key)
+                .replace("/etc/kubernetes/pki/ca.key", &ca_key)
         })
         .collect();
     let launcher = Launcher::start_with(args)

@@ -37,7 +37,7 @@ impl Stack {
         Stack(
             LauncherStack::start(&[
                 "--controllers",
-                "statefulset,nodelifecycle,root-ca-cert-publisher",
+                "statefulset,nodelifecycle,root-ca-cert-publisher,persistentvolume-binder",
             ])
             .await,
         )
@@ -669,12 +669,34 @@ spec:
 async fn volume_claim_templates_a_refused_claim_and_on_delete() {
     let s = Stack::start().await;
     let ns = s.cluster.namespace("sts-pvc").await.unwrap();
-    s.kubectl_stdin(&["create", "-n", &ns, "-f", "-"], DB).await;
+    // With simulated nodes, the claims go through a WaitForFirstConsumer class of csi-sim's
+    // driver: the scheduler picks the node, the binder hands the claim to the provisioner,
+    // csi-sim makes the volume, the binder binds it, and only then the kubelet starts the
+    // pod. On a real cluster with nodes of its own, its default class does.
+    let db = if s.nodes.is_some() {
+        let class = format!("{ns}-csi");
+        s.kubectl_stdin(
+            &["create", "-f", "-"],
+            &format!(
+                "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {class}\n\
+                 provisioner: csi.sim.rkcm.io\nvolumeBindingMode: WaitForFirstConsumer\n\
+                 reclaimPolicy: Delete\n"
+            ),
+        )
+        .await;
+        DB.replace(
+            "      accessModes: [\"ReadWriteOnce\"]",
+            &format!("      storageClassName: {class}\n      accessModes: [\"ReadWriteOnce\"]"),
+        )
+    } else {
+        DB.to_string()
+    };
+    s.kubectl_stdin(&["create", "-n", &ns, "-f", "-"], &db)
+        .await;
     let db_uid = s.set(&ns, "db").await.metadata.uid.unwrap();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(s.cluster.client.clone(), &ns);
 
-    // Parallel: both pods and both claims without waiting for readiness (on a real
-    // cluster without a default StorageClass the claims stay Pending, and so the pods).
+    // Parallel: both pods and both claims without waiting for readiness.
     for ordinal in 0..2 {
         let claim_name = format!("data-db-{ordinal}");
         let pod_name = format!("db-{ordinal}");
@@ -717,6 +739,29 @@ async fn volume_claim_templates_a_refused_claim_and_on_delete() {
             "SuccessfulCreate",
             &format!("create Claim {claim_name} Pod {pod_name} in StatefulSet db success"),
         )
+        .await;
+    }
+
+    // Each claim Bound to a volume made for it, and both pods Running on it.
+    for ordinal in 0..2 {
+        let claim_name = format!("data-db-{ordinal}");
+        let pod_name = format!("db-{ordinal}");
+        let volume = s
+            .wait(&format!("claim {claim_name} Bound"), || async {
+                Ok(claims.get_opt(&claim_name).await?.filter(|c| {
+                    c.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Bound")
+                }))
+            })
+            .await
+            .spec
+            .and_then(|spec| spec.volume_name)
+            .unwrap_or_default();
+        assert!(!volume.is_empty(), "{claim_name} names its volume");
+        s.wait(&format!("pod {pod_name} Running"), || async {
+            Ok(s.pod(&ns, &pod_name).await.filter(|p| {
+                p.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running")
+            }))
+        })
         .await;
     }
 

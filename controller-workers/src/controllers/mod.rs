@@ -2,6 +2,8 @@
 //! declares what the controller reads (`RESOURCES`), its flags (`Options`, when it has
 //! any) and its `build`; the registry ([`crate::registry`]) lists them with KCM's names.
 
+pub mod bootstrap;
+pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
@@ -10,13 +12,19 @@ pub mod disruption;
 pub mod endpoint;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
+pub mod ephemeral;
+pub mod expand;
 pub mod garbagecollector;
 pub mod job;
 pub mod legacysatokencleaner;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod podautoscaler;
 pub mod podgc;
+pub mod pvbinder;
+pub mod pvcprotection;
+pub mod pvprotection;
 pub mod replicaset;
 pub mod resourcequota;
 pub mod rootcacertpublisher;

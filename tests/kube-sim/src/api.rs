@@ -218,7 +218,11 @@ pub enum FieldValidation {
 impl Sim {
     pub fn new(history: usize, service_cidr: &str) -> Self {
         Sim {
-            registry: Registry::builtin(),
+            registry: {
+                let registry = Registry::builtin();
+                crate::metrics_api::register(&registry);
+                registry
+            },
             store: Store::new(history),
             metrics: Metrics::new(),
             faults: Faults::default(),
@@ -650,6 +654,7 @@ impl Sim {
     /// An object as served in `def`'s version.
     pub fn present(&self, def: &ResourceDef, obj: &Value) -> Value {
         let mut o = obj.clone();
+        crate::hpa_conversion::to_served(&def.group, &def.version, &def.kind, &mut o);
         if let Some(m) = o.as_object_mut() {
             m.insert("apiVersion".into(), json!(def.api_version()));
             m.insert("kind".into(), json!(def.kind));
@@ -657,10 +662,39 @@ impl Sim {
         o
     }
 
+    /// A stored object with the metadata it has as served in `def`'s version (a v1 HPA's
+    /// round-trip annotations); stored objects are returned as they are otherwise.
+    pub fn served_metadata<'a>(
+        &self,
+        def: &ResourceDef,
+        obj: &'a Value,
+    ) -> std::borrow::Cow<'a, Value> {
+        if crate::hpa_conversion::converts(&def.group, &def.version, &def.kind) {
+            std::borrow::Cow::Owned(self.present(def, obj))
+        } else {
+            std::borrow::Cow::Borrowed(obj)
+        }
+    }
+
+    /// What a Table row is printed from: the object as served, except that an object
+    /// converted from its storage version is printed from the stored one (kube-apiserver
+    /// prints from its internal version, which holds all of it) under the served metadata.
+    pub fn table_source(&self, def: &ResourceDef, obj: &Value) -> Value {
+        let served = self.present(def, obj);
+        if !crate::hpa_conversion::converts(&def.group, &def.version, &def.kind) {
+            return served;
+        }
+        let mut o = obj.clone();
+        o["metadata"] = served["metadata"].clone();
+        o
+    }
+
     fn represent_one(&self, def: &ResourceDef, obj: &Value, wants: Representation) -> Value {
         match wants {
-            Representation::Metadata => partial_metadata(obj),
-            Representation::Table => self.table(def, &[self.present(def, obj)], true, "", None),
+            Representation::Metadata => partial_metadata(&self.served_metadata(def, obj)),
+            Representation::Table => {
+                self.table(def, &[self.table_source(def, obj)], true, "", None)
+            }
             _ => self.present(def, obj),
         }
     }
@@ -856,7 +890,7 @@ impl Sim {
         let wants = req.wants();
         let body = match wants {
             Representation::Table => {
-                let objs: Vec<Value> = items.iter().map(|o| self.present(def, o)).collect();
+                let objs: Vec<Value> = items.iter().map(|o| self.table_source(def, o)).collect();
                 let headers =
                     !req.accept.contains("noHeaders") && req.param("includeObject") != Some("None");
                 self.table(def, &objs, headers, &rv, next.as_deref())
@@ -867,7 +901,7 @@ impl Sim {
                     md["continue"] = json!(c);
                 }
                 json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": md,
-                       "items": items.iter().map(|o| partial_metadata(o)).collect::<Vec<_>>()})
+                       "items": items.iter().map(|o| partial_metadata(&self.served_metadata(def, o))).collect::<Vec<_>>()})
             }
             _ => {
                 let mut md = json!({"resourceVersion": rv});
@@ -878,12 +912,23 @@ impl Sim {
                     }
                 }
                 // Serialized straight from the stored objects: a list of 10k pods would
-                // otherwise deep-copy every one of them first.
+                // otherwise deep-copy every one of them first. Only objects served in
+                // another version than the stored one are copied, to be converted.
+                let converted: Vec<Value> =
+                    if crate::hpa_conversion::converts(&def.group, &def.version, &def.kind) {
+                        items.iter().map(|o| self.present(def, o)).collect()
+                    } else {
+                        Vec::new()
+                    };
                 let body = ListBody {
                     kind: format!("{}List", def.kind),
                     api_version: def.api_version(),
                     metadata: md,
-                    items: items.iter().map(|o| ListItem(o.as_ref())).collect(),
+                    items: if converted.is_empty() {
+                        items.iter().map(|o| ListItem(o.as_ref())).collect()
+                    } else {
+                        converted.iter().map(ListItem).collect()
+                    },
                 };
                 let bytes = serde_json::to_vec(&body)
                     .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
@@ -974,6 +1019,7 @@ impl Sim {
         obj["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
+            crate::hpa_conversion::to_storage(&def.group, &body_version, &def.kind, &mut obj);
         }
         if def.kind == "Service" && def.group.is_empty() {
             // The service storage checks the IP fields before it fills them in and
@@ -1012,6 +1058,9 @@ impl Sim {
         if def.kind == "Pod" && def.group.is_empty() {
             self.admit_pod(&t, &mut obj, &subject)?;
         }
+        if def.kind == "PersistentVolumeClaim" && def.group.is_empty() {
+            crate::storage::default_claim_class(&t, &mut obj);
+        }
         if t.get(&def.key(), &body_ns_or(ns, def), &name).is_some() {
             return Err(ApiError::already_exists(subject));
         }
@@ -1026,7 +1075,9 @@ impl Sim {
         {
             let m = meta_mut(&mut obj);
             m.insert("uid".into(), json!(uid));
-            m.insert("creationTimestamp".into(), json!(timestamp(now())));
+            // The clock fault moves creation times (only them), for tests that age objects.
+            let created = now() + self.faults.clock_offset();
+            m.insert("creationTimestamp".into(), json!(timestamp(created)));
             if def.tracks_generation() {
                 m.insert("generation".into(), json!(1));
             }
@@ -1068,10 +1119,8 @@ impl Sim {
 
     /// The CSR strategy records who asked.
     fn mutate_on_create(&self, def: &ResourceDef, obj: &mut Value, user: &User) {
-        if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" {
-            obj["spec"]["username"] = json!(user.name);
-            obj["spec"]["uid"] = json!(user.uid);
-            obj["spec"]["groups"] = json!(user.groups);
+        if crate::csr::is_csr(&def.group, &def.kind) {
+            crate::csr::prepare_for_create(obj, user);
         }
     }
 
@@ -1173,11 +1222,6 @@ impl Sim {
     }
 
     fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
-        if def.kind == "CertificateSigningRequest" && old.is_none() {
-            if let Some(c) = csr_request_cause(obj) {
-                return vec![c];
-            }
-        }
         if def.custom.is_some() {
             let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
             return validation::validate_name(&def.kind, name)
@@ -1220,6 +1264,14 @@ impl Sim {
             return Err(ApiError::bad_request(
                 "the object provided is not a JSON object",
             ));
+        }
+        if def.custom.is_none() {
+            // Kept in its storage version from here on, like `current`.
+            let written_in = str_at(&next, &["apiVersion"])
+                .and_then(|a| a.rsplit('/').next())
+                .unwrap_or(&def.version)
+                .to_string();
+            crate::hpa_conversion::to_storage(&def.group, &written_in, &def.kind, &mut next);
         }
         if let Some(policy) = &escalation_policy {
             crate::rbac::escalation::confirm(
@@ -1318,6 +1370,9 @@ impl Sim {
             }
             _ => next,
         };
+        if sub == Some("status") && def.kind == "PersistentVolume" && def.group.is_empty() {
+            crate::storage::stamp_phase_transition(&mut next, &current, &timestamp(now()));
+        }
         // System metadata is the server's.
         {
             let cm = current["metadata"].as_object().cloned().unwrap_or_default();
@@ -1348,6 +1403,7 @@ impl Sim {
         next["kind"] = json!(def.kind);
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &def.version, &def.kind, &mut next);
+            crate::hpa_conversion::keep_storage_version(&def.group, &def.kind, &mut next);
         }
         // Field ownership, on the defaulted object before the strategy's changes.
         match fm {
@@ -1364,6 +1420,9 @@ impl Sim {
         if def.custom.is_none() {
             defaults::after_defaulting(&def.group, &def.kind, &mut next, false);
             defaults::prepare_for_update(&def.group, &def.version, &def.kind, &mut next, &current);
+            if crate::csr::is_csr(&def.group, &def.kind) {
+                crate::csr::prepare_for_update(sub, &mut next, &current, &timestamp(now()));
+            }
         }
         // No new finalizers while deleting.
         if !current["metadata"]["deletionTimestamp"].is_null() {
@@ -1388,12 +1447,18 @@ impl Sim {
                 ));
             }
         }
-        let causes = self.validate(def, &next, Some(&current));
+        let mut causes = self.validate(def, &next, Some(&current));
+        if crate::csr::is_csr(&def.group, &def.kind) {
+            causes.extend(validation::csr::validate_update(&next, &current, sub));
+        }
         if !causes.is_empty() {
             return Err(ApiError::invalid(
                 Subject::new(&def.group, &def.kind, name),
                 &causes,
             ));
+        }
+        if sub.is_none() && def.kind == "PersistentVolumeClaim" && def.group.is_empty() {
+            crate::storage::admit_claim_resize(&t, &next, &current, name)?;
         }
         if def.kind == "Service" && def.group.is_empty() {
             // The cluster IP is immutable and kept when a client leaves it out.
@@ -2554,27 +2619,6 @@ impl Sim {
             ))
         }
     }
-}
-
-/// spec.request of a CSR must hold a PEM `CERTIFICATE REQUEST` block.
-fn csr_request_cause(obj: &Value) -> Option<FieldCause> {
-    let b64 = obj["spec"]["request"].as_str().unwrap_or("");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
-    if text.contains("-----BEGIN CERTIFICATE REQUEST-----") {
-        return None;
-    }
-    let shown: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
-    Some(FieldCause {
-        reason: "FieldValueInvalid",
-        message: format!(
-            "Invalid value: []byte{{{}}}: PEM block type must be CERTIFICATE REQUEST",
-            shown.join(", ")
-        ),
-        field: "spec.request".into(),
-    })
 }
 
 /// Works out the `managedFields` of `new` after `op` turned `old` into it, in place; an apply

@@ -477,7 +477,9 @@ fn copy_template_labels_to_job(j: &mut Obj) {
 /// - Namespace: `spec.finalizers` gains `kubernetes`, status phase Active.
 /// - PersistentVolumeClaim / PersistentVolume: the `kubernetes.io/pvc-protection` /
 ///   `kubernetes.io/pv-protection` finalizer (StorageObjectInUseProtection admission).
-/// - PersistentVolume: `status.lastPhaseTransitionTime`.
+/// - PersistentVolumeClaim: the status is cleared (phase Pending).
+/// - PersistentVolume: the status is cleared to phase Pending with
+///   `status.lastPhaseTransitionTime` now.
 /// - Node: taint `node.kubernetes.io/not-ready:NoSchedule` (TaintNodesByCondition admission).
 /// - DaemonSet: annotation `deprecated.daemonset.template.generation: "1"`.
 /// - CustomResourceDefinition: `status.storedVersions` = the storage version.
@@ -504,12 +506,18 @@ pub fn prepare_for_create(group: &str, _version: &str, kind: &str, obj: &mut Val
                 st.insert("phase".into(), json!("Active"));
             }
         }
-        ("", "PersistentVolumeClaim") => add_finalizer(o, "kubernetes.io/pvc-protection"),
+        ("", "PersistentVolumeClaim") => {
+            add_finalizer(o, "kubernetes.io/pvc-protection");
+            // The strategy clears the status; reads default its phase.
+            o.insert("status".into(), json!({"phase": "Pending"}));
+        }
         ("", "PersistentVolume") => {
             add_finalizer(o, "kubernetes.io/pv-protection");
-            if let Some(st) = child_or_create(o, "status") {
-                default_val(st, "lastPhaseTransitionTime", json!(now));
-            }
+            // The strategy clears the status (PersistentVolumeLastPhaseTransitionTime).
+            o.insert(
+                "status".into(),
+                json!({"phase": "Pending", "lastPhaseTransitionTime": now}),
+            );
         }
         ("", "Node") => {
             if let Some(spec) = child_or_create(o, "spec") {
@@ -1653,11 +1661,8 @@ fn default_hpa(version: &str, o: &mut Obj) {
     default_val(spec, "minReplicas", json!(1));
     child_or_create(spec, "scaleTargetRef");
     if version == "v1" {
-        default_val(spec, "targetCPUUtilizationPercentage", json!(80));
-        if let Some(st) = child_or_create(o, "status") {
-            default_val(st, "currentReplicas", json!(0));
-            default_val(st, "desiredReplicas", json!(0));
-        }
+        // v1's CPU target default (80) is applied in conversion, where the metrics the
+        // round-trip annotation carries are known.
         return;
     }
     if is_empty_coll(spec.get("metrics")) {

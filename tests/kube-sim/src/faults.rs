@@ -1,9 +1,11 @@
 //! Fault injection, for tests of how clients survive a misbehaving API server: drop every
 //! open watch, fail the next N requests with 429 (with Retry-After) or 500, compact the
-//! history so older resourceVersions get 410, and pause serving. Reached through the
-//! library (`Faults`) or the admin-only endpoints under `/kube-sim/faults/`.
+//! history so older resourceVersions get 410, pause serving, and move the clock that
+//! stamps creation times (`clock?offset=-25h`, so a test can make an object look old to a
+//! controller that ages objects; `offset=0` puts it back). Reached through the library
+//! (`Faults`) or the admin-only endpoints under `/kube-sim/faults/`.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use tokio::sync::{watch, Notify};
@@ -20,6 +22,8 @@ pub struct Faults {
     failure: Mutex<Failure>,
     paused: AtomicBool,
     resumed: Notify,
+    /// Milliseconds added to the time new objects are stamped as created.
+    clock_offset_ms: AtomicI64,
 }
 
 impl Default for Faults {
@@ -30,6 +34,7 @@ impl Default for Faults {
             failure: Mutex::new(Failure::Internal),
             paused: AtomicBool::new(false),
             resumed: Notify::new(),
+            clock_offset_ms: AtomicI64::new(0),
         }
     }
 }
@@ -66,6 +71,17 @@ impl Faults {
         None
     }
 
+    /// Stamp objects created from now on `offset` away from the real time.
+    pub fn set_clock_offset(&self, offset: chrono::Duration) {
+        self.clock_offset_ms
+            .store(offset.num_milliseconds(), Ordering::SeqCst);
+    }
+
+    /// What is added to the real time when an object's creation is stamped.
+    pub fn clock_offset(&self) -> chrono::Duration {
+        chrono::Duration::milliseconds(self.clock_offset_ms.load(Ordering::SeqCst))
+    }
+
     pub fn pause(&self) {
         self.paused.store(true, Ordering::SeqCst);
     }
@@ -87,9 +103,75 @@ impl Faults {
     }
 }
 
+/// A signed Go duration (`-25h`, `90m`, `-1h30m`, `1.5s`, `0`), for the clock fault.
+pub fn parse_signed_duration(text: &str) -> Result<chrono::Duration, String> {
+    let invalid = || format!("invalid duration {text:?} (expected e.g. -25h, 90m, 0)");
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Ok(chrono::Duration::zero());
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total_ms: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit_ms = match &rest[..unit_end] {
+            "ms" => 1.0,
+            "s" => 1_000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            _ => return Err(invalid()),
+        };
+        rest = &rest[unit_end..];
+        total_ms += number * unit_ms;
+    }
+    // About 290 years either way: far beyond any test's need, and no overflow below.
+    if !total_ms.is_finite() || total_ms.abs() > 9.0e12 {
+        return Err(invalid());
+    }
+    let ms = total_ms.round() as i64;
+    Ok(chrono::Duration::milliseconds(if negative {
+        -ms
+    } else {
+        ms
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_offsets_are_go_durations() {
+        let h = chrono::Duration::hours;
+        assert_eq!(parse_signed_duration("-25h"), Ok(-h(25)));
+        assert_eq!(
+            parse_signed_duration("1h30m"),
+            Ok(chrono::Duration::minutes(90))
+        );
+        assert_eq!(parse_signed_duration("0"), Ok(chrono::Duration::zero()));
+        assert_eq!(
+            parse_signed_duration("1.5s"),
+            Ok(chrono::Duration::milliseconds(1500))
+        );
+        for bad in ["", "-", "25", "3d", "h", "1e9999h"] {
+            assert!(parse_signed_duration(bad).is_err(), "{bad}");
+        }
+        let f = Faults::default();
+        f.set_clock_offset(-h(25));
+        assert_eq!(f.clock_offset(), -h(25));
+    }
 
     #[test]
     fn fail_next_counts_down() {

@@ -220,6 +220,20 @@ impl Registry {
         self.read().resources.clone()
     }
 
+    /// Serve a group an aggregated API server would (an APIService's group): appended
+    /// after the built-in groups, as kube-apiserver lists aggregated groups last.
+    pub fn add_aggregated(&self, group: &str, versions: Vec<String>, defs: Vec<ResourceDef>) {
+        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if st.groups.iter().any(|g| g.name == group) {
+            return;
+        }
+        st.resources.extend(defs.into_iter().map(Arc::new));
+        st.groups.push(Group {
+            name: group.to_string(),
+            versions,
+        });
+    }
+
     /// Serve (or re-serve, on update) the resources a CRD defines.
     pub fn register_crd(&self, crd_name: &str, defs: Vec<ResourceDef>, versions: Vec<String>) {
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());

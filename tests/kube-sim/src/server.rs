@@ -394,6 +394,10 @@ fn route(
             Failure::Internal => ApiError::internal("kube-sim: injected fault: internal error"),
         });
     }
+    // The aggregated metrics APIs answer for their whole groups, as their servers would.
+    if let Some(r) = crate::metrics_api::route(sim, req, path) {
+        return r;
+    }
     if req.method == Method::GET {
         if let Some(r) = discovery_route(state, req, path) {
             return r;
@@ -467,6 +471,13 @@ fn faults(sim: &Sim, req: &ApiRequest, path: &str) -> ApiResponse {
         "compact" => sim.store.compact(),
         "pause" => sim.faults.pause(),
         "resume" => sim.faults.resume(),
+        "clock" => {
+            let offset = req.param("offset").unwrap_or("0");
+            match crate::faults::parse_signed_duration(offset) {
+                Ok(offset) => sim.faults.set_clock_offset(offset),
+                Err(why) => return error_response(ApiError::bad_request(why)),
+            }
+        }
         _ => return error_response(ApiError::no_route()),
     }
     ApiResponse::json(200, crate::status::success(Some(200), None))

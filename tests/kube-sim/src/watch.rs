@@ -184,11 +184,11 @@ impl Watcher {
 
     fn render(&mut self, ty: &str, obj: &Value) -> Option<Bytes> {
         let shown = match self.representation {
-            Representation::Metadata => partial_metadata(obj),
+            Representation::Metadata => partial_metadata(&self.sim.served_metadata(&self.def, obj)),
             Representation::Table => {
                 let headers = !self.sent_headers;
                 self.sent_headers = true;
-                let o = self.sim.present(&self.def, obj);
+                let o = self.sim.table_source(&self.def, obj);
                 self.sim.table(
                     &self.def,
                     &[o],

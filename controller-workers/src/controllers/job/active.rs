@@ -80,7 +80,7 @@ pub(super) fn manage(job: &Job, counts: &Counts, now: Timestamp) -> PodChanges {
         let (ready, wait) = index_backoff(&wanted, job, &counts.pods, now);
         changes.create = ready.into_iter().map(Some).collect();
         changes.backoff = wait;
-    } else if let Some(wait) = job_backoff(job, counts, now) {
+    } else if let Some(wait) = job_backoff(counts, now) {
         changes.create.clear();
         changes.backoff = Some(wait);
     }

@@ -12,38 +12,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::counting::Counts;
 use super::indexes;
-use super::pod_failure_policy::{is_pod_failed, match_pod_failure_policy};
+use super::pod_failure_policy::is_pod_failed;
 
 const POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(600);
-
-/// When a pod stopped: its last container's finish time, else its last condition change.
-pub(super) fn finished_at(pod: &Pod) -> Option<Timestamp> {
-    let status = pod.status.as_ref()?;
-    status
-        .container_statuses
-        .iter()
-        .flatten()
-        .filter_map(|c| {
-            c.state
-                .as_ref()?
-                .terminated
-                .as_ref()?
-                .finished_at
-                .as_ref()
-                .map(|t| t.0)
-        })
-        .max()
-        .or_else(|| {
-            status
-                .conditions
-                .iter()
-                .flatten()
-                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-                .max()
-        })
-        .or_else(|| pod.metadata.deletion_timestamp.as_ref().map(|t| t.0))
-}
 
 /// How long to wait before replacing failed pods: 10 s doubling per failure, 10 min cap,
 /// from the last failure.
@@ -69,23 +41,117 @@ pub(super) fn backoff_left(
 pub(super) fn last_failed_pod<'a>(pods: &'a [Arc<Pod>], index: i32, job: &Job) -> Option<&'a Pod> {
     pods.iter()
         .filter(|p| indexes::of_pod(p) == Some(index) && is_pod_failed(p, job))
-        .max_by_key(|p| (indexes::absolute_failure_count(p), finished_at(p)))
+        .max_by_key(|p| (indexes::absolute_failure_count(p), finished_time(p)))
         .map(|p| p.as_ref())
 }
 
-/// The Job-wide backoff left before its failed pods are replaced: every failure counts,
-/// the ignored ones too, from the latest failed pod's finish.
-pub(super) fn job_backoff(job: &Job, counts: &Counts, now: Timestamp) -> Option<Duration> {
-    let policy = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.pod_failure_policy.as_ref());
-    let failed = || counts.pods.iter().filter(|p| is_pod_failed(p, job));
-    let last_failure = failed().filter_map(|p| finished_at(p)).max();
-    let ignored_present = failed()
-        .filter(|p| !match_pod_failure_policy(policy, p).count_failed)
-        .count() as i32;
-    backoff_left(counts.failed + ignored_present, last_failure, now)
+/// What a Job's backoff remembers between syncs (upstream `backoffRecord`, kept in the
+/// controller's memory only): the failures since the last success and when the latest
+/// of them happened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BackoffRecord {
+    pub(crate) failures_after_last_success: i32,
+    pub(crate) last_failure: Option<Timestamp>,
+}
+
+/// When a pod finished, as upstream's backoff reads it (`getFinishedTime`): its
+/// containers' latest finish once all have finished, else its Ready=False transition,
+/// else its deletion time less its grace period, else its creation.
+pub(super) fn finished_time(pod: &Pod) -> Option<Timestamp> {
+    let status = pod.status.as_ref();
+    let containers = status.and_then(|s| s.container_statuses.as_ref());
+    let all_finished = containers.and_then(|statuses| {
+        statuses
+            .iter()
+            .map(|c| {
+                c.state
+                    .as_ref()?
+                    .terminated
+                    .as_ref()?
+                    .finished_at
+                    .as_ref()
+                    .map(|t| t.0)
+            })
+            .collect::<Option<Vec<Timestamp>>>()?
+            .into_iter()
+            .max()
+    });
+    all_finished
+        .or_else(|| {
+            status?
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "Ready")
+                .filter(|c| c.status == "False")?
+                .last_transition_time
+                .as_ref()
+                .map(|t| t.0)
+        })
+        .or_else(|| {
+            let deleted = pod.metadata.deletion_timestamp.as_ref()?.0;
+            let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+            deleted.checked_sub(SignedDuration::from_secs(grace)).ok()
+        })
+        .or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// The record after this sync's newly finished pods (upstream `newBackoffRecord`): new
+/// failures add up until a success; with a success among them, only the failures that
+/// finished after the latest success count, and the latest failure time is the newest of
+/// those.
+pub(super) fn next_record(
+    old: &BackoffRecord,
+    new_succeeded: &[Arc<Pod>],
+    new_failed: &[Arc<Pod>],
+) -> BackoffRecord {
+    let sorted = |pods: &[Arc<Pod>]| {
+        let mut times: Vec<Option<Timestamp>> = pods.iter().map(|p| finished_time(p)).collect();
+        times.sort();
+        times
+    };
+    let succeeded = sorted(new_succeeded);
+    let failed = sorted(new_failed);
+    match succeeded.last() {
+        None if failed.is_empty() => old.clone(),
+        None => BackoffRecord {
+            failures_after_last_success: old.failures_after_last_success + failed.len() as i32,
+            last_failure: failed.last().copied().flatten(),
+        },
+        Some(last_success) => {
+            let after: Vec<&Option<Timestamp>> = failed
+                .iter()
+                .rev()
+                .take_while(|t| *t > last_success)
+                .collect();
+            BackoffRecord {
+                failures_after_last_success: after.len() as i32,
+                last_failure: after.first().copied().copied().flatten(),
+            }
+        }
+    }
+}
+
+/// The record after this sync, from the one kept since the last: its new successes and
+/// failures (ignored ones too).
+pub(super) fn record_for(old: &BackoffRecord, counts: &Counts) -> BackoffRecord {
+    let failed: Vec<Arc<Pod>> = counts
+        .new_failed
+        .iter()
+        .chain(&counts.new_ignored)
+        .cloned()
+        .collect();
+    next_record(old, &counts.new_succeeded, &failed)
+}
+
+/// The Job-wide backoff left before its failed pods are replaced: from the failures since
+/// the last success (the ignored ones too), counted from the latest.
+pub(super) fn job_backoff(counts: &Counts, now: Timestamp) -> Option<Duration> {
+    backoff_left(
+        counts.backoff.failures_after_last_success,
+        counts.backoff.last_failure,
+        now,
+    )
 }
 
 /// With backoffLimitPerIndex: of `wanted`, the indexes whose own backoff is over; when
@@ -100,7 +166,7 @@ pub(super) fn index_backoff(
     let mut soonest: Option<Duration> = None;
     for index in wanted {
         let wait = last_failed_pod(pods, *index, job).and_then(|p| {
-            let since = finished_at(p).or(p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+            let since = finished_time(p);
             backoff_left(indexes::absolute_failure_count(p) + 1, since, now)
         });
         match wait {
@@ -251,12 +317,10 @@ mod tests {
         spec.pod_failure_policy = Some(exit_code_policy(&[("Ignore", 3)]));
         let job = job(spec);
         let ignored = pod("a", "Failed").exit_code(3).finished_at(now).build();
-        let counts = count(&job, vec![ignored], HashSet::new());
+        let mut counts = count(&job, vec![ignored], HashSet::new());
         assert_eq!(counts.failed, 0, "not counted against backoffLimit");
-        assert_eq!(
-            job_backoff(&job, &counts, now),
-            Some(Duration::from_secs(10))
-        );
+        counts.backoff = record_for(&BackoffRecord::default(), &counts);
+        assert_eq!(job_backoff(&counts, now), Some(Duration::from_secs(10)));
 
         let job = fixtures::job(fixtures::spec(1, Some(1)));
         let pods = vec![
@@ -267,11 +331,72 @@ mod tests {
                 .finished_at(now - SignedDuration::from_secs(5))
                 .build(),
         ];
-        let counts = count(&job, pods, HashSet::new());
+        let mut counts = count(&job, pods, HashSet::new());
+        counts.backoff = record_for(&BackoffRecord::default(), &counts);
         assert_eq!(
-            job_backoff(&job, &counts, now),
+            job_backoff(&counts, now),
             Some(Duration::from_secs(15)),
             "two failures: 20 s from the latest"
         );
+    }
+
+    #[test]
+    fn failures_count_from_the_last_success() {
+        struct Case {
+            name: &'static str,
+            old: BackoffRecord,
+            succeeded: Vec<Arc<Pod>>,
+            failed: Vec<Arc<Pod>>,
+            want: BackoffRecord,
+        }
+        let now = fixtures::now();
+        let ago = |s: i64| now - SignedDuration::from_secs(s);
+        let failed = |name: &str, at: i64| pod(name, "Failed").finished_at(ago(at)).build();
+        let succeeded = |name: &str, at: i64| pod(name, "Succeeded").finished_at(ago(at)).build();
+        let record = |failures: i32, at: Option<i64>| BackoffRecord {
+            failures_after_last_success: failures,
+            last_failure: at.map(ago),
+        };
+        let cases = vec![
+            Case {
+                name: "nothing new keeps the record",
+                old: record(2, Some(100)),
+                succeeded: vec![],
+                failed: vec![],
+                want: record(2, Some(100)),
+            },
+            Case {
+                name: "new failures add up, the latest time kept",
+                old: record(2, Some(100)),
+                succeeded: vec![],
+                failed: vec![failed("a", 30), failed("b", 10)],
+                want: record(4, Some(10)),
+            },
+            Case {
+                name: "a success clears them",
+                old: record(2, Some(100)),
+                succeeded: vec![succeeded("s", 5)],
+                failed: vec![],
+                want: record(0, None),
+            },
+            Case {
+                name: "only failures after the latest success count",
+                old: record(2, Some(100)),
+                succeeded: vec![succeeded("s1", 50), succeeded("s2", 20)],
+                failed: vec![failed("a", 40), failed("b", 15), failed("c", 5)],
+                want: record(2, Some(5)),
+            },
+            Case {
+                name: "failures before the success count for nothing",
+                old: record(2, Some(100)),
+                succeeded: vec![succeeded("s", 5)],
+                failed: vec![failed("a", 40)],
+                want: record(0, None),
+            },
+        ];
+        for case in cases {
+            let next = next_record(&case.old, &case.succeeded, &case.failed);
+            assert_eq!(next, case.want, "{}", case.name);
+        }
     }
 }

@@ -46,6 +46,9 @@ pub(super) struct Counts {
     /// With backoffLimitPerIndex: from the status, plus the indexes whose pods failed too
     /// often or matched a FailIndex rule.
     pub(super) failed_indexes: BTreeSet<i32>,
+    /// The Job-wide backoff after this sync's new finished pods (set by the sync from
+    /// the record it keeps; none in [`count`]).
+    pub(super) backoff: super::backoff::BackoffRecord,
     /// How many completed and failed indexes the status listed before this sync.
     pub(super) previous_completed: usize,
     pub(super) previous_failed: usize,
@@ -137,6 +140,7 @@ pub(super) fn count(job: &Job, pods: Vec<Arc<Pod>>, released: HashSet<String>) -
         new_failed,
         new_ignored,
         fail_job_message,
+        backoff: Default::default(),
         succeeded,
         failed,
         completed_indexes,

@@ -178,9 +178,22 @@ impl PodBuilder {
         self.terminated(code, None)
     }
 
-    /// Its container finished at `at` (exit code 1).
-    pub(super) fn finished_at(self, at: Timestamp) -> Self {
-        self.terminated(1, Some(at))
+    /// Its container finished at `at` (exit code 1, unless [`PodBuilder::exit_code`] set
+    /// one).
+    pub(super) fn finished_at(mut self, at: Timestamp) -> Self {
+        let terminated = self
+            .status()
+            .container_statuses
+            .iter_mut()
+            .flatten()
+            .find_map(|c| c.state.as_mut()?.terminated.as_mut());
+        match terminated {
+            Some(terminated) => {
+                terminated.finished_at = Some(Time(at));
+                self
+            }
+            None => self.terminated(1, Some(at)),
+        }
     }
 
     /// A running container restarted `count` times.

@@ -74,6 +74,9 @@ pub(crate) struct Controller {
     /// (already released from their finalizer) against a status that does not count them
     /// yet and creates pods beyond the Job's completions.
     written_status: std::sync::Mutex<HashMap<String, u64>>,
+    /// Each Job's pod failure backoff (upstream's podBackoffStore): kept in memory only,
+    /// so a restarted controller starts every Job's count afresh, as KCM does.
+    backoff_records: std::sync::Mutex<HashMap<String, backoff::BackoffRecord>>,
 }
 
 /// The pods whose job-tracking finalizer a Job's sync removed and whose update the pod
@@ -156,6 +159,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         metrics: metrics::JobMetrics::register(&context.metrics),
         finalizer_removals: FinalizerRemovals::default(),
         written_status: Default::default(),
+        backoff_records: Default::default(),
     });
     {
         let controller = controller.clone();

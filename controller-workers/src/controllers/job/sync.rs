@@ -15,6 +15,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tracing::debug;
 
+use super::backoff;
 use super::conditions::finished;
 use super::counting::{self, pod_uid, Counts};
 use super::decisions::{self, Plan};
@@ -59,6 +60,7 @@ impl Controller {
         let Some(cached) = self.jobs.get_in(namespace, name) else {
             self.expectations.delete(key);
             crate::locks::lock(&self.written_status).remove(key);
+            crate::locks::lock(&self.backoff_records).remove(key);
             return Ok(());
         };
         if self.status_not_seen_yet(key, &cached) {
@@ -72,7 +74,15 @@ impl Controller {
             return Ok(());
         };
         let was_finished = finished(&job);
-        let counts = counting::count(&job, pods, self.finalizer_removals.expected(key));
+        let mut counts = counting::count(&job, pods, self.finalizer_removals.expected(key));
+        if was_finished {
+            crate::locks::lock(&self.backoff_records).remove(key);
+        }
+        let kept = crate::locks::lock(&self.backoff_records)
+            .get(key)
+            .cloned()
+            .unwrap_or_default();
+        counts.backoff = backoff::record_for(&kept, &counts);
         let satisfied = self.expectations.satisfied(key);
         let Plan {
             mut status,
@@ -261,6 +271,9 @@ impl Controller {
         let counted = tracking::counted_status(job, status, counts);
         if let Some(recording) = recording {
             self.write_status(job, recording).await?;
+            // The new finished pods are recorded: their failures now count for the backoff.
+            crate::locks::lock(&self.backoff_records)
+                .insert(key.to_string(), counts.backoff.clone());
             for action in tracking::policy_actions(job, counts) {
                 self.metrics.failure_handled_by_policy(action);
             }

@@ -47,6 +47,11 @@ struct Args {
     /// (`--allocate-node-cidrs`) to set `spec.podCIDR` and take their IPs from it.
     #[arg(long = "no-pod-cidr")]
     no_pod_cidr: bool,
+    /// Do not run csi-sim, the simulated CSI drivers (`csi.sim.rkcm.io`,
+    /// `noattach.csi.sim.rkcm.io`: their CSIDriver and CSINode objects, provisioner,
+    /// resizer and attacher).
+    #[arg(long = "no-csi")]
+    no_csi: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -102,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
             node_status_update_frequency: args.node_status_update_frequency,
             events: !args.no_events,
             assign_pod_cidrs: !args.no_pod_cidr,
+            csi: !args.no_csi,
             ..Default::default()
         },
     );

@@ -15,6 +15,11 @@
 //! node are left as the API server has them; a partitioned node's are not written until the
 //! partition is lifted.
 //!
+//! A pod whose claims are missing, not Bound, bound to a volume that is not theirs, or (for
+//! a generic ephemeral volume) not owned by the pod stays ContainerCreating too, looked at
+//! again every few seconds; kubelet 1.29 logs why and posts no event (its "Unable to
+//! attach or mount volumes" event is skipped when the wait times out).
+//!
 //! A pod whose ConfigMap, Secret or projected volume sources name an object that does not
 //! exist (and is not `optional: true`) stays ContainerCreating, with a FailedMount warning
 //! worded as kubelet's, and is retried every few seconds until the object is there, as the
@@ -32,7 +37,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus, Secret,
+    ContainerStateWaiting, ContainerStatus, HostIP, PersistentVolume, PersistentVolumeClaim, Pod,
+    PodCondition, PodIP, PodStatus, Secret,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -92,6 +98,9 @@ pub struct PodRuntime {
     /// When the volumes could be set up after having failed: the containers start no
     /// earlier.
     pub mounted_at: Option<Millis>,
+    /// Why a claim the pod uses keeps it waiting (missing, not bound, not the pod's), as
+    /// kubelet's volume manager words it; kubelet 1.29 posts no event for it.
+    pub claim_wait: Option<String>,
 }
 
 /// The pod's timings, from its annotations (an unreadable annotation is ignored).
@@ -848,6 +857,93 @@ async fn first_mount_failure(
     Ok(None)
 }
 
+/// Why kubelet's volume manager cannot take one of the pod's claims yet (`None`: it
+/// can), given the claim as the API server has it; `Ok` carries the claim's volume name.
+pub fn claim_problem(
+    pod: &Pod,
+    claim_name: &str,
+    ephemeral: bool,
+    claim: Option<&PersistentVolumeClaim>,
+) -> Result<String, String> {
+    let ns = pod.namespace().unwrap_or_default();
+    let processing = |error: &str| format!("error processing PVC {ns}/{claim_name}: {error}");
+    let Some(claim) = claim else {
+        return Err(processing(&format!(
+            "failed to fetch PVC from API server: persistentvolumeclaims \"{claim_name}\" not found"
+        )));
+    };
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Err(processing("PVC is being deleted"));
+    }
+    if claim.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
+        return Err(processing("PVC is not bound"));
+    }
+    let volume = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .unwrap_or_default();
+    if volume.is_empty() {
+        return Err(processing("PVC has empty pvc.Spec.VolumeName"));
+    }
+    if ephemeral {
+        if let Some(error) = super::volume_binding::ephemeral_owner_error(pod, claim) {
+            return Err(error);
+        }
+    }
+    Ok(volume)
+}
+
+/// Why kubelet cannot take the volume a bound claim names (`getPVSpec`).
+pub fn volume_problem(
+    pod: &Pod,
+    claim_name: &str,
+    claim_uid: Option<&str>,
+    volume_name: &str,
+    volume: Option<&PersistentVolume>,
+) -> Option<String> {
+    let ns = pod.namespace().unwrap_or_default();
+    let error = match volume {
+        None => format!("failed to fetch PV {volume_name} from API server: persistentvolumes \"{volume_name}\" not found"),
+        Some(volume) => {
+            let claim_ref = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+            match claim_ref {
+                None => format!("found PV object {volume_name} but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"),
+                Some(r) if r.uid.as_deref() != claim_uid => format!(
+                    "found PV object {volume_name} but its pv.Spec.ClaimRef.UID {} does not point to claim.UID {}",
+                    r.uid.as_deref().unwrap_or_default(),
+                    claim_uid.unwrap_or_default()
+                ),
+                Some(_) => return None,
+            }
+        }
+    };
+    Some(format!("error processing PVC {ns}/{claim_name}: {error}"))
+}
+
+/// The first reason one of the pod's claims keeps its containers from starting.
+async fn first_claim_problem(
+    client: &kube::Client,
+    pod: &Pod,
+) -> Result<Option<String>, kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    for (name, ephemeral) in super::volume_binding::pod_claims(pod) {
+        let claim = claims.get_opt(&name).await?;
+        let volume_name = match claim_problem(pod, &name, ephemeral, claim.as_ref()) {
+            Ok(volume) => volume,
+            Err(problem) => return Ok(Some(problem)),
+        };
+        let volume = volumes.get_opt(&volume_name).await?;
+        let uid = claim.as_ref().and_then(|c| c.metadata.uid.as_deref());
+        if let Some(problem) = volume_problem(pod, &name, uid, &volume_name, volume.as_ref()) {
+            return Ok(Some(problem));
+        }
+    }
+    Ok(None)
+}
+
 fn now_millis() -> Millis {
     Timestamp::now().as_millisecond()
 }
@@ -889,7 +985,7 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let ns = pod.namespace().unwrap_or_default();
     // Volumes are set up when the containers are due to start (and never again once they
     // have run): a missing source keeps them waiting.
-    let mount_sources = {
+    let (due, mount_sources) = {
         let st = kubelet.state();
         let rt = st
             .pods
@@ -901,12 +997,24 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
             && pod.metadata.deletion_timestamp.is_none()
             && now >= rt.admitted.saturating_add(timing.start_delay);
         if due {
-            required_mount_sources(&pod)
+            (true, required_mount_sources(&pod))
         } else {
-            Vec::new()
+            (false, Vec::new())
         }
     };
-    let mount_failure = if mount_sources.is_empty() {
+    // Claims first, as kubelet's volume manager cannot even list a volume whose claim is
+    // not bound or not the pod's; they are looked at while the containers are due.
+    let claim_wait = if !due || super::volume_binding::pod_claims(&pod).is_empty() {
+        None
+    } else {
+        first_claim_problem(&kubelet.shared.client, &pod)
+            .await
+            .map_err(|source| KubeletError::Mount {
+                pod: format!("{ns}/{}", pod.name_any()),
+                source,
+            })?
+    };
+    let mount_failure = if mount_sources.is_empty() || claim_wait.is_some() {
         None
     } else {
         first_mount_failure(&kubelet.shared.client, &ns, &mount_sources)
@@ -934,8 +1042,15 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
             rt.ip = network.and_then(|network| st.allocate(network, &node));
         }
         let mut report = Vec::new();
-        let wake = match mount_failure {
-            Some(message) => {
+        if claim_wait.is_some() && rt.claim_wait != claim_wait {
+            tracing::debug!(node = %node, pod = %pod.name_any(), problem = claim_wait.as_deref().unwrap_or_default(), "pod waits for its claims");
+        }
+        let wake = match (claim_wait, mount_failure) {
+            (Some(problem), _) => {
+                rt.claim_wait = Some(problem);
+                Some(now.saturating_add(MOUNT_RETRY.as_millis() as Millis))
+            }
+            (None, Some(message)) => {
                 let repeat = rt
                     .mount_event_at
                     .is_none_or(|at| now.saturating_sub(at) >= MOUNT_EVENT_REPEAT);
@@ -946,8 +1061,8 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
                 rt.mount_failure = Some(message);
                 Some(now.saturating_add(MOUNT_RETRY.as_millis() as Millis))
             }
-            None => {
-                if rt.mount_failure.take().is_some() {
+            (None, None) => {
+                if rt.mount_failure.take().is_some() | rt.claim_wait.take().is_some() {
                     rt.mounted_at = Some(now);
                 }
                 advance(&pod, &mut rt, now, &timing)
@@ -1151,6 +1266,76 @@ mod tests {
             .iter()
             .find(|c| c.type_ == t)
             .unwrap()
+    }
+
+    #[test]
+    fn claims_must_exist_be_bound_and_be_the_pods() {
+        let p = pod(json!({}));
+        let claim = |extra: serde_json::Value| -> PersistentVolumeClaim {
+            let mut c = json!({"metadata": {"name": "c", "namespace": "d", "uid": "cu"},
+                "spec": {"volumeName": "pv"}, "status": {"phase": "Bound"}});
+            json_patch::merge(&mut c, &extra);
+            serde_json::from_value(c).unwrap()
+        };
+        let cases = [
+            (None, "error processing PVC d/c: failed to fetch PVC from API server: persistentvolumeclaims \"c\" not found"),
+            (Some(json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}})), "error processing PVC d/c: PVC is being deleted"),
+            (Some(json!({"status": {"phase": "Pending"}})), "error processing PVC d/c: PVC is not bound"),
+            (Some(json!({"spec": {"volumeName": null}})), "error processing PVC d/c: PVC has empty pvc.Spec.VolumeName"),
+        ];
+        for (extra, message) in cases {
+            let c = extra.map(claim);
+            assert_eq!(
+                claim_problem(&p, "c", false, c.as_ref()),
+                Err(message.to_string())
+            );
+        }
+        assert_eq!(
+            claim_problem(&p, "c", false, Some(&claim(json!({})))),
+            Ok("pv".into())
+        );
+        assert_eq!(
+            claim_problem(&p, "c", true, Some(&claim(json!({})))),
+            Err("PVC d/c was not created for pod d/p (pod is not owner)".into())
+        );
+        let owned = claim(json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "0123-4567-89ab", "controller": true}]}}));
+        assert_eq!(claim_problem(&p, "c", true, Some(&owned)), Ok("pv".into()));
+
+        let volume = |claim_ref: serde_json::Value| -> PersistentVolume {
+            serde_json::from_value(
+                json!({"metadata": {"name": "pv"}, "spec": {"claimRef": claim_ref}}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            volume_problem(
+                &p,
+                "c",
+                Some("cu"),
+                "pv",
+                Some(&volume(json!({"uid": "cu"})))
+            ),
+            None
+        );
+        assert_eq!(
+            volume_problem(&p, "c", Some("cu"), "pv", Some(&volume(json!({"uid": "other"})))).unwrap(),
+            "error processing PVC d/c: found PV object pv but its pv.Spec.ClaimRef.UID other does not point to claim.UID cu"
+        );
+        assert!(volume_problem(&p, "c", Some("cu"), "pv", None)
+            .unwrap()
+            .ends_with(
+                "failed to fetch PV pv from API server: persistentvolumes \"pv\" not found"
+            ));
+        assert!(volume_problem(
+            &p,
+            "c",
+            Some("cu"),
+            "pv",
+            Some(&volume(serde_json::Value::Null))
+        )
+        .unwrap()
+        .contains("nil pv.Spec.ClaimRef"));
     }
 
     #[test]

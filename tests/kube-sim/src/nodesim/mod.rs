@@ -5,7 +5,9 @@
 //! Object flow: [`nodes`] registers N Nodes and heartbeats them (Lease + NodeStatus); one pod
 //! watcher feeds a reflector store that both the [`scheduler`] (binds pending pods to a node
 //! that fits) and the [`kubelet`] (drives bound pods through their lifecycle) read; one node
-//! watcher feeds the scheduler's view of the nodes. Faults are set through [`NodeSim`]'s
+//! watcher feeds the scheduler's view of the nodes. Claim, volume and class watchers feed
+//! the scheduler's [`volume_binding`] and [`csi`] (csi-sim, the simulated CSI drivers and
+//! their sidecars). Faults are set through [`NodeSim`]'s
 //! methods, or with annotations on the Node (`kubectl annotate node sim-node-1
 //! sim.rkcm.io/heartbeat=stopped`, see [`FAULT_HEARTBEAT`]), and read by the node loops
 //! and the kubelet. Pods take annotations of their own, read by the kubelet:
@@ -21,10 +23,12 @@
 //! # Ok(()) }
 //! ```
 
+pub mod csi;
 pub mod kubelet;
 pub mod nodes;
 pub mod quantity;
 pub mod scheduler;
+pub mod volume_binding;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -118,6 +122,9 @@ pub struct NodeSimConfig {
     /// false, nodes register without one and wait for the node-ipam controller to set
     /// `spec.podCIDR`: pods take their IPs from it, and stay Pending until it is there.
     pub assign_pod_cidrs: bool,
+    /// Run csi-sim ([`csi`]): the simulated CSI drivers' objects, provisioner, resizer and
+    /// attacher.
+    pub csi: bool,
 }
 
 impl Default for NodeSimConfig {
@@ -137,6 +144,7 @@ impl Default for NodeSimConfig {
             pod_concurrency: 16,
             events: true,
             assign_pod_cidrs: true,
+            csi: true,
         }
     }
 }
@@ -252,6 +260,8 @@ pub struct Shared {
     faults: Mutex<HashMap<String, NodeFaults>>,
     wakes: HashMap<String, Arc<Notify>>,
     pub scheduler_wake: Notify,
+    /// Wakes csi-sim: a claim, volume, class or VolumeAttachment changed.
+    pub storage_wake: Notify,
     /// The pod and node watches have each listed once.
     pub pods_synced: AtomicBool,
     pub nodes_synced: AtomicBool,
@@ -275,6 +285,7 @@ impl Shared {
             faults: Mutex::new(HashMap::new()),
             wakes,
             scheduler_wake: Notify::new(),
+            storage_wake: Notify::new(),
             pods_synced: AtomicBool::new(false),
             nodes_synced: AtomicBool::new(false),
             pod_cidrs: Mutex::new(HashMap::new()),
@@ -523,11 +534,22 @@ impl NodeSim {
                 })
                 .await;
         }));
+        let storage = (shared.config.scheduler || shared.config.csi)
+            .then(|| csi::StorageStores::start(&shared, &mut tasks));
+        if let (true, Some(storage)) = (shared.config.csi, &storage) {
+            csi::start(
+                shared.clone(),
+                storage.clone(),
+                node_reader.clone(),
+                &mut tasks,
+            );
+        }
         if shared.config.scheduler {
             tasks.push(tokio::spawn(scheduler::run(
                 shared.clone(),
                 pod_reader,
                 node_reader,
+                storage,
             )));
         }
         NodeSim { shared, tasks }

@@ -5,17 +5,20 @@
 //! The decision is [`schedule`], a pure function of the pod, the candidate nodes and what is
 //! already placed on them; it ports the filters of upstream's default profile that matter to
 //! controllers (NodeUnschedulable, TaintToleration, NodeAffinity incl. `matchFields`
-//! `metadata.name`, NodeResourcesFit) and a least-allocated score for spreading. No
-//! preemption. [`run`] is the loop at the edge: it reads the shared pod and node stores,
+//! `metadata.name`, NodeResourcesFit, then VolumeBinding from [`super::volume_binding`]) and
+//! a least-allocated score for spreading. No preemption. A pod whose WaitForFirstConsumer
+//! claims need binding has its volumes bound first (PreBind) and is bound to its node only
+//! once every claim is. [`run`] is the loop at the edge: it reads the shared pod and node stores,
 //! decides, and writes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodCondition, Taint, Toleration,
+    Node, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
+    PodCondition, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -23,7 +26,9 @@ use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 use serde_json::json;
 
+use super::csi::{self, StorageStores};
 use super::quantity;
+use super::volume_binding::{self, PodVolumes, Progress, Written};
 use super::Shared;
 
 pub const SCHEDULER_NAME: &str = "default-scheduler";
@@ -174,7 +179,7 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
     }
 }
 
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     let exprs = term.match_expressions.as_deref().unwrap_or(&[]);
     let fields = term.match_fields.as_deref().unwrap_or(&[]);
     // An empty term selects nothing, as upstream's nodeaffinity helper has it.
@@ -303,6 +308,17 @@ pub fn schedule(
     nodes: &[&Node],
     usage: &HashMap<String, NodeUsage>,
 ) -> Result<String, String> {
+    schedule_with(pod, nodes, usage, &|_| Ok(()))
+}
+
+/// [`schedule`] with one more filter after the built-in ones (VolumeBinding's), which may
+/// give a node several reasons.
+pub fn schedule_with(
+    pod: &Pod,
+    nodes: &[&Node],
+    usage: &HashMap<String, NodeUsage>,
+    extra: &dyn Fn(&Node) -> Result<(), Vec<String>>,
+) -> Result<String, String> {
     if nodes.is_empty() {
         return Err("no nodes available to schedule pods".into());
     }
@@ -313,14 +329,21 @@ pub fn schedule(
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or("");
         let u = usage.get(name).unwrap_or(&empty);
-        match fits(pod, &requests, node, u) {
+        match fits(pod, &requests, node, u)
+            .map_err(|m| vec![m.to_string()])
+            .and_then(|()| extra(node))
+        {
             Ok(()) => {
                 let s = score(&requests, node, u);
                 if best.is_none_or(|(b, n)| s < b || (s == b && name < n)) {
                     best = Some((s, name));
                 }
             }
-            Err(m) => *misfits.entry(m.to_string()).or_default() += 1,
+            Err(reasons) => {
+                for reason in reasons {
+                    *misfits.entry(reason).or_default() += 1;
+                }
+            }
         }
     }
     if let Some((_, name)) = best {
@@ -355,28 +378,54 @@ fn holds_resources(pod: &Pod) -> bool {
     )
 }
 
+/// A pod whose volumes are being bound on its chosen node (PreBind): it counts on that
+/// node meanwhile, and is bound once every claim is.
+struct BindingVolumes {
+    pod: Arc<Pod>,
+    node: String,
+    since: Instant,
+    written: Vec<Written>,
+}
+
 /// The scheduler's memory between cycles: bindings the watch has not shown yet (upstream's
-/// "assumed pods"), the last message written per pod, and cached requests.
+/// "assumed pods"), pods waiting for their volumes, the last message written per pod, and
+/// cached requests.
 #[derive(Default)]
 struct SchedulerCache {
     assumed: HashMap<String, (String, Instant)>,
+    binding_volumes: HashMap<String, BindingVolumes>,
     reported: HashMap<String, String>,
     requests: HashMap<String, Resources>,
 }
 
-/// The scheduling loop: wakes on any pod or node change (and every few seconds, to retry),
-/// places every pending pod, then waits again.
-pub async fn run(shared: Arc<Shared>, pods: Store<Pod>, nodes: Store<Node>) {
+/// kube-scheduler's bind timeout (`bindTimeoutSeconds`): how long PreBind waits for the
+/// binder and the provisioner.
+const BIND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The scheduling loop: wakes on any pod, node or storage change (and every few seconds,
+/// to retry), places every pending pod, then waits again.
+pub async fn run(
+    shared: Arc<Shared>,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    storage: Option<StorageStores>,
+) {
     let mut cache = SchedulerCache::default();
     // Not Store::wait_until_ready: it wakes only one of several waiters, and the kubelet's
     // applier already waits on the pod store.
     loop {
-        if shared.synced() {
-            cycle(&shared, &pods, &nodes, &mut cache).await;
+        if shared.synced() && storage.as_ref().is_none_or(StorageStores::synced) {
+            cycle(&shared, &pods, &nodes, storage.as_ref(), &mut cache).await;
         }
+        let retry = if cache.binding_volumes.is_empty() {
+            Duration::from_secs(5)
+        } else {
+            // Pods waiting for their volumes are looked at every second, as PreBind polls.
+            Duration::from_secs(1)
+        };
         tokio::select! {
             _ = shared.scheduler_wake.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = tokio::time::sleep(retry) => {}
         }
         // Let a burst of watch events land before the next pass over the store.
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -406,10 +455,18 @@ fn pinned_elsewhere(pod: &Pod, others: &std::collections::HashSet<String>) -> bo
     !names.is_empty() && names.iter().all(|n| others.contains(*n))
 }
 
+/// What one cycle decided for a pending pod.
+enum Placement {
+    Bind(Arc<Pod>, String),
+    BindVolumes(Arc<Pod>, String, PodVolumes),
+    Unschedulable(Arc<Pod>, String),
+}
+
 async fn cycle(
     shared: &Shared,
     pods: &Store<Pod>,
     nodes: &Store<Node>,
+    storage: Option<&StorageStores>,
     cache: &mut SchedulerCache,
 ) {
     let all_nodes = nodes.state();
@@ -445,16 +502,24 @@ async fn cycle(
         let node = match bound {
             Some(n) => {
                 cache.assumed.remove(&uid);
+                cache.binding_volumes.remove(&uid);
                 n
             }
             None => match cache.assumed.get(&uid) {
                 Some((n, _)) => n.clone(),
-                None => {
-                    if is_pending(&pod) && !pinned_elsewhere(&pod, &others) {
-                        pending.push(pod);
+                None => match cache.binding_volumes.get_mut(&uid) {
+                    Some(waiting) if is_pending(&pod) => {
+                        waiting.pod = pod.clone();
+                        waiting.node.clone()
                     }
-                    continue;
-                }
+                    _ => {
+                        cache.binding_volumes.remove(&uid);
+                        if is_pending(&pod) && !pinned_elsewhere(&pod, &others) {
+                            pending.push(pod);
+                        }
+                        continue;
+                    }
+                },
             },
         };
         if !shared.is_ours(&node) || !holds_resources(&pod) {
@@ -468,34 +533,140 @@ async fn cycle(
     }
     cache.requests.retain(|uid, _| seen.contains(uid));
     cache.reported.retain(|uid, _| seen.contains(uid));
+    cache.binding_volumes.retain(|uid, _| seen.contains(uid));
     pending.sort_by(|a, b| {
         a.metadata
             .creation_timestamp
             .cmp(&b.metadata.creation_timestamp)
     });
 
-    let mut bindings = Vec::new();
-    let mut unschedulable = Vec::new();
+    // Volumes promised to pods whose bindings are under way are no one else's.
+    let mut promised: HashSet<String> = cache
+        .binding_volumes
+        .values()
+        .flat_map(|b| b.written.iter().filter_map(|w| w.volume.clone()))
+        .collect();
+    let mut placements = Vec::new();
     for pod in pending {
-        match schedule(&pod, &node_refs, &usage) {
+        let claims = match storage.map(|s| volume_binding::pre_filter(&pod, s)) {
+            Some(Err(message)) if !node_refs.is_empty() => {
+                let message = format!("0/{} nodes are available: {message}.", node_refs.len());
+                placements.push(Placement::Unschedulable(pod, message));
+                continue;
+            }
+            Some(Ok(Some(claims))) => Some(claims),
+            _ => None,
+        };
+        let volume_filter = |node: &Node| -> Result<(), Vec<String>> {
+            match (&claims, storage) {
+                (Some(claims), Some(storage)) => {
+                    volume_binding::filter(claims, node, storage, &promised).map(|_| ())
+                }
+                _ => Ok(()),
+            }
+        };
+        match schedule_with(&pod, &node_refs, &usage, &volume_filter) {
             Ok(node) => {
                 let req = pod_requests(&pod);
                 usage.entry(node.clone()).or_default().add(&req);
-                cache
-                    .assumed
-                    .insert(pod.uid().unwrap_or_default(), (node.clone(), now));
-                bindings.push((pod, node));
+                let volumes = match (
+                    &claims,
+                    storage,
+                    node_refs.iter().find(|n| n.name_any() == node),
+                ) {
+                    (Some(claims), Some(storage), Some(chosen)) => {
+                        volume_binding::filter(claims, chosen, storage, &promised)
+                            .unwrap_or_default()
+                    }
+                    _ => PodVolumes::default(),
+                };
+                if volumes.is_empty() {
+                    cache
+                        .assumed
+                        .insert(pod.uid().unwrap_or_default(), (node.clone(), now));
+                    placements.push(Placement::Bind(pod, node));
+                } else {
+                    promised.extend(volumes.static_bindings.iter().map(|(v, _)| v.name_any()));
+                    placements.push(Placement::BindVolumes(pod, node, volumes));
+                }
             }
-            Err(message) => {
+            Err(message) => placements.push(Placement::Unschedulable(pod, message)),
+        }
+    }
+
+    let client = shared.client.clone();
+    let events = shared.config.events;
+    let mut bindings = Vec::new();
+    let mut unschedulable = Vec::new();
+    for placement in placements {
+        match placement {
+            Placement::Bind(pod, node) => bindings.push((pod, node)),
+            Placement::Unschedulable(pod, message) => {
                 let uid = pod.uid().unwrap_or_default();
                 if cache.reported.get(&uid) != Some(&message) && !already_reported(&pod, &message) {
-                    unschedulable.push((pod, message));
+                    unschedulable.push((pod, message, "Unschedulable"));
+                }
+            }
+            Placement::BindVolumes(pod, node, volumes) => {
+                match write_volume_bindings(&client, &node, &volumes).await {
+                    Ok(written) => {
+                        tracing::debug!(pod = %pod.name_any(), node, "binding the pod's volumes");
+                        cache.binding_volumes.insert(
+                            pod.uid().unwrap_or_default(),
+                            BindingVolumes {
+                                pod,
+                                node,
+                                since: now,
+                                written,
+                            },
+                        );
+                    }
+                    Err(error) => {
+                        let message = format!("running PreBind plugin \"VolumeBinding\": {error}");
+                        unschedulable.push((pod, message, "SchedulerError"));
+                    }
                 }
             }
         }
     }
-    let client = shared.client.clone();
-    let events = shared.config.events;
+    // Pods waiting for their volumes: bound once every claim is, scheduled again if the
+    // binding was undone or took too long.
+    if let Some(storage) = storage {
+        let mut finished = Vec::new();
+        for (uid, waiting) in &cache.binding_volumes {
+            let Some(node) = node_refs.iter().find(|n| n.name_any() == waiting.node) else {
+                finished.push((uid.clone(), Err("node is gone".to_string())));
+                continue;
+            };
+            match volume_binding::check_bindings(node, &waiting.written, storage) {
+                Progress::Bound => finished.push((uid.clone(), Ok(()))),
+                Progress::Failed(error) => finished.push((uid.clone(), Err(error))),
+                Progress::Waiting if now.duration_since(waiting.since) > BIND_TIMEOUT => finished
+                    .push((
+                        uid.clone(),
+                        Err("timed out waiting for the condition".into()),
+                    )),
+                Progress::Waiting => {}
+            }
+        }
+        for (uid, outcome) in finished {
+            let Some(waiting) = cache.binding_volumes.remove(&uid) else {
+                continue;
+            };
+            match outcome {
+                Ok(()) => {
+                    cache.assumed.insert(uid, (waiting.node.clone(), now));
+                    bindings.push((waiting.pod, waiting.node));
+                }
+                Err(error) => {
+                    let message = format!(
+                        "running PreBind plugin \"VolumeBinding\": binding volumes: {error}"
+                    );
+                    unschedulable.push((waiting.pod, message, "SchedulerError"));
+                }
+            }
+        }
+    }
     let results: Vec<(String, Option<String>)> = futures::stream::iter(bindings)
         .map(|(pod, node)| {
             let client = client.clone();
@@ -530,9 +701,9 @@ async fn cycle(
             cache.assumed.remove(&uid);
         }
     }
-    for (pod, message) in unschedulable {
+    for (pod, message, reason) in unschedulable {
         let uid = pod.uid().unwrap_or_default();
-        match report_unschedulable(&client, &pod, &message).await {
+        match report_unschedulable(&client, &pod, &message, reason).await {
             Ok(()) => {
                 cache.reported.insert(uid, message);
             }
@@ -541,6 +712,77 @@ async fn cycle(
             }
         }
     }
+}
+
+/// PreBind's API writes (`bindAPIUpdate`): each matched volume takes its claim (`PUT pv`
+/// with the claimRef and `pv.kubernetes.io/bound-by-controller`), each claim to provision
+/// the selected node (`PUT pvc`). Returns what was written, with the new resourceVersions.
+async fn write_volume_bindings(
+    client: &kube::Client,
+    node: &str,
+    volumes: &PodVolumes,
+) -> Result<Vec<Written>, String> {
+    let mut written = Vec::new();
+    let volumes_api: Api<PersistentVolume> = Api::all(client.clone());
+    for (volume, claim) in &volumes.static_bindings {
+        let mut next = (**volume).clone();
+        let already = volume_binding::is_volume_bound_to_claim(volume, claim);
+        let spec = next.spec.get_or_insert_with(Default::default);
+        spec.claim_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("PersistentVolumeClaim".into()),
+            namespace: claim.metadata.namespace.clone(),
+            name: claim.metadata.name.clone(),
+            uid: claim.metadata.uid.clone(),
+            resource_version: claim.metadata.resource_version.clone(),
+            field_path: None,
+        });
+        if !already {
+            next.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .entry(volume_binding::ANN_BOUND_BY_CONTROLLER.into())
+                .or_insert_with(|| "yes".into());
+        }
+        let name = volume.name_any();
+        let updated = volumes_api
+            .replace(&name, &PostParams::default(), &next)
+            .await
+            .map_err(|e| format!("binding volume {name}: {e}"))?;
+        written.push(Written {
+            claim: format!(
+                "{}/{}",
+                claim.namespace().unwrap_or_default(),
+                claim.name_any()
+            ),
+            volume: Some(name),
+            resource_version: updated.metadata.resource_version.unwrap_or_default(),
+        });
+    }
+    for claim in &volumes.provisions {
+        let ns = claim.namespace().unwrap_or_default();
+        let mut next = (**claim).clone();
+        next.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(csi::ANN_SELECTED_NODE.into(), node.into());
+        let claims_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let updated = claims_api
+            .replace(&claim.name_any(), &PostParams::default(), &next)
+            .await
+            .map_err(|e| {
+                format!(
+                    "selecting node {node} for claim {ns}/{}: {e}",
+                    claim.name_any()
+                )
+            })?;
+        written.push(Written {
+            claim: format!("{ns}/{}", claim.name_any()),
+            volume: None,
+            resource_version: updated.metadata.resource_version.unwrap_or_default(),
+        });
+    }
+    Ok(written)
 }
 
 fn already_reported(pod: &Pod, message: &str) -> bool {
@@ -575,10 +817,13 @@ async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> Result<(), kube::
     }
 }
 
+/// `PodScheduled=False` with `reason` (`Unschedulable`, or `SchedulerError` when binding
+/// failed) and a `FailedScheduling` event.
 async fn report_unschedulable(
     client: &kube::Client,
     pod: &Pod,
     message: &str,
+    reason: &str,
 ) -> Result<(), kube::Error> {
     let ns = pod.namespace().unwrap_or_default();
     let now = Time(super::now_seconds());
@@ -591,7 +836,7 @@ async fn report_unschedulable(
     conditions.push(PodCondition {
         type_: "PodScheduled".into(),
         status: "False".into(),
-        reason: Some("Unschedulable".into()),
+        reason: Some(reason.into()),
         message: Some(message.into()),
         last_transition_time: Some(now.clone()),
         ..PodCondition::default()

@@ -1,6 +1,7 @@
 //! Table tests of the active-pod changes, with cases after upstream's TestControllerSyncJob.
 
 use super::*;
+use crate::controllers::job::backoff::{record_for, BackoffRecord};
 use crate::controllers::job::counting::count;
 use crate::controllers::job::fixtures::{self, indexed, job, pod, spec};
 use k8s_openapi::jiff::SignedDuration;
@@ -77,7 +78,9 @@ fn check(cases: Vec<Case>) {
     let now = fixtures::now();
     for case in cases {
         let job = job(case.spec);
-        let counts = count(&job, case.pods, HashSet::new());
+        let mut counts = count(&job, case.pods, HashSet::new());
+        // As the sync does, with a controller that sees these pods finish for the first time.
+        counts.backoff = record_for(&BackoffRecord::default(), &counts);
         let changes = manage(&job, &counts, now);
         let mut deleted: Vec<String> = changes
             .delete

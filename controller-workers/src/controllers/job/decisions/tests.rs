@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::JobCondition;
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::*;
+use crate::controllers::job::backoff::{record_for, BackoffRecord};
 use crate::controllers::job::counting::count;
 use crate::controllers::job::fixtures::{
     self, condition, exit_code_policy, indexed, job, pod, set_status, spec,
@@ -73,7 +74,9 @@ impl Case {
 fn decide(spec: JobSpec, status: JobStatus, pods: Vec<Arc<Pod>>, satisfied: bool) -> Plan {
     let mut job = job(spec);
     set_status(&mut job, status);
-    let counts = count(&job, pods, HashSet::new());
+    let mut counts = count(&job, pods, HashSet::new());
+    // As the sync does, with a controller that sees these pods finish for the first time.
+    counts.backoff = record_for(&BackoffRecord::default(), &counts);
     plan(&job, &counts, satisfied, fixtures::now())
 }
 
