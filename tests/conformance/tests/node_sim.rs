@@ -46,6 +46,38 @@ async fn start(nodes: usize, tune: impl FnOnce(&mut NodeSimConfig)) -> Sim {
     }
 }
 
+impl Drop for Sim {
+    /// On a real cluster, the Nodes this node-sim registered go with the test (node-sim
+    /// stopped first, so that it does not register them again).
+    fn drop(&mut self) {
+        if self.c.sim.is_some() {
+            return;
+        }
+        self.node_sim.halt();
+        let selector = format!("{}={}", nodes::POOL_LABEL, nodes::pool(&self.prefix));
+        let deleted = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.c.kubeconfig)
+            .args([
+                "delete",
+                "nodes",
+                "-l",
+                &selector,
+                "--ignore-not-found",
+                "--wait=false",
+            ])
+            .output();
+        match deleted {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "deleting nodes {selector}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(error) => eprintln!("deleting nodes {selector}: {error}"),
+        }
+    }
+}
+
 /// No controller manager runs in these tests, so nothing publishes `kube-root-ca.crt`,
 /// which every pod's `kube-api-access-*` volume mounts: the test does it, as one on a
 /// cluster without KCM would (on a real cluster KCM has done it already).

@@ -623,6 +623,13 @@ impl NodeSim {
         self.shared.update_faults(node, |f| f.killed = true)
     }
 
+    /// Stop every task, keeping the handle (as dropping it does).
+    pub fn halt(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
     /// Stop every task.
     pub fn stop(mut self) {
         for t in self.tasks.drain(..) {
