@@ -233,6 +233,10 @@ where
 async fn cpu_utilization_scales_within_bounds_and_stabilizes() {
     let started = Instant::now();
     let stack = start().await;
+    if stack.cluster.sim.is_none() {
+        eprintln!("skipped: CPU usage is set through kube-sim's sim.rkcm.io/cpu-usage");
+        return;
+    }
     let ns = stack.namespace("hpa").await;
     apply(&stack, &ns, &deployment("web", 2, Some("100m"), "100m")).await;
     wait_for_samples(&stack, &ns, "web", 2).await;
@@ -481,78 +485,85 @@ async fn behavior_policies_and_errors() {
     apply(&stack, &ns, &deployment("noreq", 1, None, "100m")).await;
     wait_for_samples(&stack, &ns, "slow", 2).await;
 
-    // 6. +1 pod per 60 s; scale-down disabled.
-    let behavior = json!({
-        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]},
-        "scaleDown": {"selectPolicy": "Disabled"},
-    });
-    apply(&stack, &ns, &cpu_hpa("slow", "slow", Some(behavior))).await;
-    let limited = wait_condition(
-        &stack,
-        &ns,
-        "slow",
-        "ScalingLimited",
-        "True",
-        "ScaleUpLimit",
-    )
-    .await;
-    let first = stack
-        .wait("the first rescale of slow", || {
-            let ns = ns.clone();
-            let stack = &stack;
-            async move {
-                Ok(events(stack, &ns, "slow", "SuccessfulRescale")
-                    .await
-                    .first()
-                    .cloned())
-            }
-        })
-        .await;
-    assert!(
-        first.starts_with("New size: 3; "),
-        "{first} {:?}",
-        limited.status
-    );
-    holds(
-        &stack,
-        "at most +1 per 60 s",
-        Duration::from_secs(25),
-        || {
-            let ns = ns.clone();
-            let stack = &stack;
-            async move {
-                let replicas = deployment_replicas(stack, &ns, "slow").await;
-                (replicas != 3).then(|| format!("{replicas} replicas"))
-            }
-        },
-    )
-    .await;
-    stack
-        .kubectl(&[
-            "annotate",
-            "pods",
-            "-n",
+    // 6. (kube-sim: CPU usage from the pods' annotation)
+    if stack.cluster.sim.is_none() {
+        eprintln!(
+            "skipped the behavior part: CPU usage is set through kube-sim's sim.rkcm.io/cpu-usage"
+        );
+    } else {
+        // 6. +1 pod per 60 s; scale-down disabled.
+        let behavior = json!({
+            "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]},
+            "scaleDown": {"selectPolicy": "Disabled"},
+        });
+        apply(&stack, &ns, &cpu_hpa("slow", "slow", Some(behavior))).await;
+        let limited = wait_condition(
+            &stack,
             &ns,
-            "-l",
-            "app=slow",
-            "sim.rkcm.io/cpu-usage=1m",
-            "--overwrite",
-        ])
+            "slow",
+            "ScalingLimited",
+            "True",
+            "ScaleUpLimit",
+        )
         .await;
-    holds(
-        &stack,
-        "scale-down disabled",
-        Duration::from_secs(20),
-        || {
-            let ns = ns.clone();
-            let stack = &stack;
-            async move {
-                let replicas = deployment_replicas(stack, &ns, "slow").await;
-                (replicas < 3).then(|| format!("{replicas} replicas"))
-            }
-        },
-    )
-    .await;
+        let first = stack
+            .wait("the first rescale of slow", || {
+                let ns = ns.clone();
+                let stack = &stack;
+                async move {
+                    Ok(events(stack, &ns, "slow", "SuccessfulRescale")
+                        .await
+                        .first()
+                        .cloned())
+                }
+            })
+            .await;
+        assert!(
+            first.starts_with("New size: 3; "),
+            "{first} {:?}",
+            limited.status
+        );
+        holds(
+            &stack,
+            "at most +1 per 60 s",
+            Duration::from_secs(25),
+            || {
+                let ns = ns.clone();
+                let stack = &stack;
+                async move {
+                    let replicas = deployment_replicas(stack, &ns, "slow").await;
+                    (replicas != 3).then(|| format!("{replicas} replicas"))
+                }
+            },
+        )
+        .await;
+        stack
+            .kubectl(&[
+                "annotate",
+                "pods",
+                "-n",
+                &ns,
+                "-l",
+                "app=slow",
+                "sim.rkcm.io/cpu-usage=1m",
+                "--overwrite",
+            ])
+            .await;
+        holds(
+            &stack,
+            "scale-down disabled",
+            Duration::from_secs(20),
+            || {
+                let ns = ns.clone();
+                let stack = &stack;
+                async move {
+                    let replicas = deployment_replicas(stack, &ns, "slow").await;
+                    (replicas < 3).then(|| format!("{replicas} replicas"))
+                }
+            },
+        )
+        .await;
+    }
 
     // 8a. A target without cpu requests.
     apply(&stack, &ns, &cpu_hpa("noreq", "noreq", None)).await;
@@ -634,6 +645,10 @@ async fn behavior_policies_and_errors() {
 async fn autoscaling_v1_hpa_scales_and_reports_through_v1() {
     let started = Instant::now();
     let stack = start().await;
+    if stack.cluster.sim.is_none() {
+        eprintln!("skipped: CPU usage is set through kube-sim's sim.rkcm.io/cpu-usage");
+        return;
+    }
     let ns = stack.namespace("hpa-v1").await;
     apply(&stack, &ns, &deployment("web", 2, Some("100m"), "100m")).await;
     wait_for_samples(&stack, &ns, "web", 2).await;

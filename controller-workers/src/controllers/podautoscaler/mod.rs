@@ -16,6 +16,7 @@ mod monitor;
 mod operations;
 mod reconcile;
 mod replica_calculator;
+mod selectors;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,7 @@ use self::behavior::History;
 use self::monitor::Monitor;
 use self::operations::Operations;
 use self::replica_calculator::Calculator;
+use self::selectors::HpaSelectors;
 
 pub const NAME: &str = "horizontal-pod-autoscaler-controller";
 /// The resources its informers read (the launcher warms them on a standby).
@@ -141,9 +143,8 @@ pub(crate) struct Controller {
     monitor: Monitor,
     /// Recommendations and scale events per HPA key.
     histories: Mutex<HashMap<String, History>>,
-    /// The selector of each HPA's target as last read (`None` before the first read),
-    /// for the ambiguity check (upstream's BiMultimap of HPAs and pods).
-    selectors: Mutex<HashMap<String, Option<Selector>>>,
+    /// The selector of each HPA's target, for the ambiguity check.
+    selectors: Mutex<HpaSelectors>,
 }
 
 pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<Runnable> {
@@ -172,7 +173,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         downscale_window: options.horizontal_pod_autoscaler_downscale_stabilization,
         monitor: Monitor::register(&context.metrics),
         histories: Mutex::new(HashMap::new()),
-        selectors: Mutex::new(HashMap::new()),
+        selectors: Mutex::new(HpaSelectors::default()),
     });
     hpas.handle(&controller, Controller::on_hpa);
     let workers = usize::try_from(options.concurrent_horizontal_pod_autoscaler_syncs)
@@ -196,12 +197,12 @@ impl Controller {
             Change::Added(hpa) | Change::Updated { new: hpa, .. } => {
                 let key = key_of(&hpa.metadata);
                 self.queue.add_rate_limited(key.clone());
-                lock(&self.selectors).entry(key).or_insert(None);
+                lock(&self.selectors).known(&key);
             }
             Change::Deleted(hpa) => {
                 let key = key_of(&hpa.object().metadata);
                 self.queue.forget(&key);
-                lock(&self.selectors).remove(&key);
+                lock(&self.selectors).forget(&key);
             }
         }
     }
@@ -218,31 +219,18 @@ impl Controller {
         self.queue.add_rate_limited(key.to_string());
     }
 
-    /// Records `selector` for the HPA `key` (if it is still known) and returns the other
-    /// HPAs of the namespace whose targets pick some of `pods`, with `key` itself.
+    /// The HPAs of the namespace whose targets pick some of `pods`, `key` among them.
     fn hpas_selecting(
         &self,
         key: &str,
         selector: &Selector,
         pods: &[Arc<Pod>],
     ) -> BTreeSet<String> {
-        let mut selectors = lock(&self.selectors);
-        if let Some(entry) = selectors.get_mut(key) {
-            *entry = Some(selector.clone());
-        }
-        let namespace = crate::store::split_key(key).0;
-        let mut selecting = BTreeSet::new();
-        for pod in pods {
-            for (hpa, selector) in selectors.iter() {
-                let Some(selector) = selector else { continue };
-                if crate::store::split_key(hpa).0 == namespace
-                    && selector.matches(replica_calculator::labels(pod))
-                {
-                    selecting.insert(hpa.clone());
-                }
-            }
-        }
-        selecting
+        lock(&self.selectors).selecting(
+            key,
+            selector,
+            pods.iter().map(|p| p.metadata.labels.as_ref()),
+        )
     }
 }
 

@@ -5,7 +5,7 @@
 //! ready ones decides, and the unready and missing ones are then counted pessimistically
 //! so that a scale never overshoots on partial data.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -446,11 +446,6 @@ pub(super) fn ready_pods(pods: &[Arc<Pod>]) -> Result<usize, String> {
                 && ready_condition(pod).is_some_and(|condition| condition.status == "True")
         })
         .count())
-}
-
-/// Pod labels, for callers matching selectors.
-pub(super) fn labels(pod: &Pod) -> Option<&BTreeMap<String, String>> {
-    pod.metadata.labels.as_ref()
 }
 
 #[cfg(test)]
