@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{metric_sum, LauncherStack, STACK_WAIT};
+use common::{metric_sum, ControllerStack, LauncherStack, STACK_WAIT};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, PostParams};

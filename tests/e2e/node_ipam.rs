@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use common::{
-    has_sample, metric_sum, simulated_nodes_with, Launcher, LauncherStack, RKCM, STACK_WAIT,
+    has_sample, metric_sum, simulated_nodes_with, ControllerStack, Launcher, LauncherStack, RKCM,
+    STACK_WAIT,
 };
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -95,17 +96,6 @@ impl Stack {
         Some(Stack(
             LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
         ))
-    }
-
-    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, STACK_WAIT, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
     }
 
     fn nodes(&self) -> Api<Node> {

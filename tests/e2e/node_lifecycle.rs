@@ -9,10 +9,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{metric_sum, LauncherStack, STACK_WAIT};
+use common::{metric_sum, ControllerStack, LauncherStack};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
-use rkcm_conformance::{wait_for, TestCluster};
+use rkcm_conformance::TestCluster;
 
 const FAST: &[&str] = &[
     "--node-monitor-period=1s",
@@ -60,24 +60,6 @@ impl Stack {
             LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
             count,
         ))
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, STACK_WAIT, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
     }
 
     /// Checks `check` keeps holding for `period` (polled every 200 ms).

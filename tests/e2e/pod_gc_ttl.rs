@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{metric_sum, simulated_nodes_with, LauncherStack, STACK_WAIT};
+use common::{metric_sum, simulated_nodes_with, ControllerStack, LauncherStack};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -50,36 +50,6 @@ impl Stack {
         Stack {
             inner: LauncherStack::start_with_nodes(cluster, &args, nodes).await,
         }
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> ! {
-        self.inner.fail(what)
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn wait_within<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, timeout, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        self.wait_within(what, STACK_WAIT, check).await
     }
 
     async fn namespace(&self, prefix: &str) -> String {

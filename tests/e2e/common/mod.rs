@@ -625,6 +625,97 @@ async fn scheduler_leads(client: &kube::Client) -> bool {
 /// How long the controller tests wait for a condition.
 pub(crate) const STACK_WAIT: Duration = Duration::from_secs(90);
 
+/// What the controller suites' stacks share: kubectl, waits and namespaces on their
+/// cluster, failing the test with the log of what runs the controllers.
+pub(crate) trait ControllerStack {
+    fn cluster(&self) -> &TestCluster;
+
+    /// The log a failing test prints, and what it is the log of.
+    fn log(&self) -> String;
+    fn log_of(&self) -> &'static str;
+
+    /// Fails the test with [`ControllerStack::log`].
+    fn fail(&self, what: impl std::fmt::Display) -> ! {
+        panic!("{what}\n{} log:\n{}", self.log_of(), self.log())
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> String {
+        match self.cluster().kubectl_ok(args).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
+        match self.cluster().kubectl_stdin(args, stdin).await {
+            Ok(out) => out,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
+    async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+    {
+        self.wait_within(what, STACK_WAIT, check).await
+    }
+
+    /// Waits up to `timeout` for `check` to yield a value.
+    async fn wait_within<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+    {
+        match wait_for(what, timeout, check).await {
+            Ok(value) => value,
+            Err(error) => self.fail(format!("{error:#}")),
+        }
+    }
+
+    /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
+    /// (pods are refused before that; on kube-sim the serviceaccount controller must run).
+    async fn namespace(&self, prefix: &str) -> String {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
+        self.kubectl(&["create", "namespace", &name]).await;
+        let accounts: kube::Api<ServiceAccount> =
+            kube::Api::namespaced(self.cluster().client.clone(), &name);
+        self.wait("the default ServiceAccount of a new namespace", || {
+            let accounts = accounts.clone();
+            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
+        })
+        .await;
+        name
+    }
+}
+
+impl ControllerStack for WorkerStack {
+    fn cluster(&self) -> &TestCluster {
+        &self.cluster
+    }
+    fn log(&self) -> String {
+        self.worker.log()
+    }
+    fn log_of(&self) -> &'static str {
+        "worker"
+    }
+}
+
+impl ControllerStack for LauncherStack {
+    fn cluster(&self) -> &TestCluster {
+        &self.cluster
+    }
+    /// The launcher's log, its children's lines prefixed with their names.
+    fn log(&self) -> String {
+        self.launcher.log()
+    }
+    fn log_of(&self) -> &'static str {
+        "launcher"
+    }
+}
+
 /// What the controller tests stand on: the test cluster, its simulated nodes (kube-sim
 /// only; a real cluster's own nodes run the pods), the informer-server and one worker
 /// started with the test's arguments. On a real cluster the tests run one at a time.
@@ -657,54 +748,6 @@ impl WorkerStack {
             nodes,
             _serial: serial,
         }
-    }
-
-    /// Fails the test with the worker's log.
-    pub(crate) fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nworker log:\n{}", self.worker.log())
-    }
-
-    pub(crate) async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    pub(crate) async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
-        match self.cluster.kubectl_stdin(args, stdin).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
-    pub(crate) async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, STACK_WAIT, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
-    /// (pods are refused before that; the worker needs the serviceaccount controller on
-    /// kube-sim).
-    pub(crate) async fn namespace(&self, prefix: &str) -> String {
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
-        self.kubectl(&["create", "namespace", &name]).await;
-        let accounts: kube::Api<ServiceAccount> =
-            kube::Api::namespaced(self.cluster.client.clone(), &name);
-        self.wait("the default ServiceAccount of a new namespace", || {
-            let accounts = accounts.clone();
-            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
-        })
-        .await;
-        name
     }
 }
 
@@ -789,16 +832,6 @@ impl LauncherStack {
         }
     }
 
-    /// Fails the test with the launcher's log (its children's lines included).
-    pub(crate) fn fail(&self, what: impl std::fmt::Display) -> ! {
-        panic!("{what}\nlauncher log:\n{}", self.launcher.log())
-    }
-
-    /// The launcher's log, its children's lines prefixed with their names.
-    pub(crate) fn log(&self) -> String {
-        self.launcher.log()
-    }
-
     /// The launcher's `/metrics`: its own and its children's, merged.
     pub(crate) async fn metrics(&self) -> String {
         match self.launcher.metrics().await {
@@ -850,48 +883,6 @@ impl LauncherStack {
         })
         .await;
         self.wait_ready().await;
-    }
-
-    pub(crate) async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    pub(crate) async fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
-        match self.cluster.kubectl_stdin(args, stdin).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    /// Waits up to [`STACK_WAIT`] for `check` to yield a value.
-    pub(crate) async fn wait<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        match wait_for(what, STACK_WAIT, check).await {
-            Ok(value) => value,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    /// A namespace made with kubectl, ready once its `default` ServiceAccount exists
-    /// (pods are refused before that: name the serviceaccount controller on kube-sim).
-    pub(crate) async fn namespace(&self, prefix: &str) -> String {
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
-        self.kubectl(&["create", "namespace", &name]).await;
-        let accounts: kube::Api<ServiceAccount> =
-            kube::Api::namespaced(self.cluster.client.clone(), &name);
-        self.wait("the default ServiceAccount of a new namespace", || {
-            let accounts = accounts.clone();
-            async move { Ok(accounts.get_opt("default").await?.map(|_| ())) }
-        })
-        .await;
-        name
     }
 }
 
