@@ -170,6 +170,32 @@ impl TestCluster {
     }
 }
 
+/// Deletes the Nodes `selector` picks with kubectl, without waiting for them to go: a
+/// test's simulated nodes on a real cluster, as the test ends (in a `Drop`, so failures
+/// are said on stderr rather than returned).
+pub fn delete_nodes_now(kubeconfig: &std::path::Path, selector: &str) {
+    let deleted = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "delete",
+            "nodes",
+            "-l",
+            selector,
+            "--ignore-not-found",
+            "--wait=false",
+        ])
+        .output();
+    match deleted {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => eprintln!(
+            "deleting nodes {selector}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(error) => eprintln!("deleting nodes {selector}: {error}"),
+    }
+}
+
 /// Poll `check` until it yields a value or `timeout` passes; the error names `what`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
 where

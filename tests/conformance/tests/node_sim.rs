@@ -55,26 +55,7 @@ impl Drop for Sim {
         }
         self.node_sim.halt();
         let selector = format!("{}={}", nodes::POOL_LABEL, nodes::pool(&self.prefix));
-        let deleted = std::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.c.kubeconfig)
-            .args([
-                "delete",
-                "nodes",
-                "-l",
-                &selector,
-                "--ignore-not-found",
-                "--wait=false",
-            ])
-            .output();
-        match deleted {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => eprintln!(
-                "deleting nodes {selector}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
-            Err(error) => eprintln!("deleting nodes {selector}: {error}"),
-        }
+        rkcm_conformance::delete_nodes_now(&self.c.kubeconfig, &selector);
     }
 }
 

@@ -497,29 +497,15 @@ impl std::ops::Deref for SimNodes {
     }
 }
 
-/// Deletes the named Nodes of a real cluster when dropped.
+/// Deletes a node-sim's Nodes (by its pool label) from a real cluster when dropped.
 struct DeleteNodes {
     kubeconfig: PathBuf,
-    names: Vec<String>,
+    selector: String,
 }
 
 impl Drop for DeleteNodes {
     fn drop(&mut self) {
-        let deleted = std::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["delete", "node", "--ignore-not-found", "--wait=false"])
-            .args(&self.names)
-            .output();
-        match deleted {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => eprintln!(
-                "deleting the simulated nodes {:?}: {}",
-                self.names,
-                String::from_utf8_lossy(&out.stderr)
-            ),
-            Err(error) => eprintln!("deleting the simulated nodes {:?}: {error}", self.names),
-        }
+        rkcm_conformance::delete_nodes_now(&self.kubeconfig, &self.selector);
     }
 }
 
@@ -569,9 +555,11 @@ pub(crate) async fn simulated_nodes_with(
         );
         cleanup = Some(DeleteNodes {
             kubeconfig: cluster.kubeconfig.clone(),
-            names: (0..config.nodes)
-                .map(|i| format!("{}{i}", config.name_prefix))
-                .collect(),
+            selector: format!(
+                "{}={}",
+                kube_sim::nodesim::nodes::POOL_LABEL,
+                kube_sim::nodesim::nodes::pool(&config.name_prefix)
+            ),
         });
     }
     Some(SimNodes {

@@ -31,7 +31,7 @@ use crate::queue::WorkQueue;
 use crate::store::{key_of, split_key, Store};
 use crate::volume_util::{
     add_pvc_index, ephemeral_claim_is_for_pod, ephemeral_claim_name, is_deletion_candidate,
-    is_pod_terminated, need_to_add_finalizer, PVC_INDEX, PVC_PROTECTION_FINALIZER,
+    is_pod_terminated, need_to_add_finalizer, pod_pvc_keys, PVC_INDEX, PVC_PROTECTION_FINALIZER,
 };
 
 pub const NAME: &str = "persistentvolumeclaim-protection-controller";
@@ -59,23 +59,7 @@ fn claims_to_requeue(pod: &Pod, deleted: bool) -> Vec<String> {
     if !deleted && !is_pod_terminated(pod) && scheduled {
         return Vec::new();
     }
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    pod.spec
-        .iter()
-        .flat_map(|spec| spec.volumes.iter().flatten())
-        .filter_map(|volume| {
-            if let Some(source) = &volume.persistent_volume_claim {
-                Some(source.claim_name.clone())
-            } else {
-                volume
-                    .ephemeral
-                    .as_ref()
-                    .map(|_| ephemeral_claim_name(pod, volume))
-            }
-        })
-        .filter(|claim| !claim.is_empty())
-        .map(|claim| format!("{namespace}/{claim}"))
-        .collect()
+    pod_pvc_keys(pod)
 }
 
 /// Whether the kubelet is done with a pod (deleted with a zero grace period, or forced):
