@@ -1958,103 +1958,10 @@ fn quantity(v: Option<&Value>, missing: &str) -> String {
         Some(Value::Null) | None => return missing.to_string(),
         Some(other) => return other.to_string(),
     };
-    canonical_quantity(&raw).unwrap_or(raw)
-}
-
-#[derive(PartialEq)]
-enum QFormat {
-    DecimalSi,
-    BinarySi,
-    DecimalExponent,
-}
-
-fn canonical_quantity(text: &str) -> Option<String> {
-    let (negative, rest) = match text.as_bytes().first()? {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(end);
-    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    if (whole.is_empty() && frac.is_empty()) || frac.contains('.') {
-        return None;
+    match crate::quota::quantity::Quantity::from_api(&raw) {
+        Ok(quantity) => quantity.to_string(),
+        Err(_) => raw,
     }
-    let mantissa: i128 = format!("{whole}{frac}").parse().ok()?;
-    let mut pow1024 = 0u32;
-    let (format, exp10) = match suffix {
-        "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => {
-            let exp = match suffix {
-                "n" => -9,
-                "u" => -6,
-                "m" => -3,
-                "k" => 3,
-                "M" => 6,
-                "G" => 9,
-                "T" => 12,
-                "P" => 15,
-                "E" => 18,
-                _ => 0,
-            };
-            (QFormat::DecimalSi, exp)
-        }
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-            pow1024 = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
-                .iter()
-                .position(|x| *x == suffix)? as u32
-                + 1;
-            (QFormat::BinarySi, 0)
-        }
-        _ => (
-            QFormat::DecimalExponent,
-            suffix.strip_prefix(&['e', 'E'][..])?.parse::<i32>().ok()?,
-        ),
-    };
-    // The value in units of 1e-9, rounded away from zero like the API does.
-    let scaled = mantissa.checked_mul(1024i128.checked_pow(pow1024)?)?;
-    let shift = exp10
-        .checked_sub(i32::try_from(frac.len()).ok()?)?
-        .checked_add(9)?;
-    let mut nanos = if shift >= 0 {
-        scaled.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
-    } else {
-        let div = 10i128.checked_pow(u32::try_from(-shift).ok()?)?;
-        scaled / div + i128::from(scaled % div != 0)
-    };
-    if negative {
-        nanos = -nanos;
-    }
-    let whole_units = nanos % NANOS == 0;
-    if format == QFormat::BinarySi && nanos.abs() >= 1024 * NANOS && whole_units {
-        let (mut n, mut k) = (nanos / NANOS, 0usize);
-        while k < 6 && n % 1024 == 0 {
-            n /= 1024;
-            k += 1;
-        }
-        return Some(format!(
-            "{n}{}",
-            ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][k]
-        ));
-    }
-    if nanos == 0 {
-        return Some("0".into());
-    }
-    let exponent_form = format == QFormat::DecimalExponent;
-    let (mut n, mut e) = (nanos, -9);
-    while n % 1000 == 0 && (exponent_form || e < 18) {
-        n /= 1000;
-        e += 3;
-    }
-    let suffix = match (exponent_form, e) {
-        (true, 0) => String::new(),
-        (true, e) => format!("e{e}"),
-        (false, e) => {
-            ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"][((e + 9) / 3) as usize].to_string()
-        }
-    };
-    Some(format!("{n}{suffix}"))
 }
 
 // ---------------------------------------------------------------------------------------------
