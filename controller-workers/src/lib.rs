@@ -9,6 +9,7 @@
 
 pub mod api_errors;
 pub mod client;
+pub mod cloud;
 pub mod controller;
 pub mod controller_ref;
 pub mod controllers;
@@ -16,7 +17,9 @@ pub mod credentials;
 pub mod endpointutil;
 pub mod expectations;
 pub mod factory;
+pub mod features;
 pub mod flags;
+pub mod generic_options;
 pub mod history;
 pub mod informer;
 mod locks;

@@ -158,7 +158,71 @@ impl PodControl {
     }
 }
 
-/// The message of an API error as Go's StatusError prints it.
+/// The pod writes a controller's decisions make (upstream `PodControlInterface`):
+/// [`PodControl`] makes them against the API server; table tests use the in-memory
+/// `fake::FakePodControl`, which records them. The concrete type keeps its inherent
+/// methods, so callers that hold a [`PodControl`] are unaffected.
+pub(crate) trait PodControlInterface: Sync {
+    /// Creates one pod from `template` for `owner`, named after `generate_name` (or
+    /// `<owner>-`).
+    fn create_pod_with_generate_name<K: Resource<DynamicType = ()> + Sync>(
+        &self,
+        namespace: &str,
+        template: &PodTemplateSpec,
+        owner: &K,
+        controller_ref: OwnerReference,
+        generate_name: Option<String>,
+    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send;
+
+    /// Deletes the pod `name` of `owner`.
+    fn delete_pod<K: Resource<DynamicType = ()> + Sync>(
+        &self,
+        namespace: &str,
+        name: &str,
+        owner: &K,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Creates one pod from `template` for `owner`, named `<owner>-<random>`.
+    fn create_pod<K: Resource<DynamicType = ()> + Sync>(
+        &self,
+        namespace: &str,
+        template: &PodTemplateSpec,
+        owner: &K,
+        controller_ref: OwnerReference,
+    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send {
+        self.create_pod_with_generate_name(namespace, template, owner, controller_ref, None)
+    }
+}
+
+impl PodControlInterface for PodControl {
+    fn create_pod_with_generate_name<K: Resource<DynamicType = ()> + Sync>(
+        &self,
+        namespace: &str,
+        template: &PodTemplateSpec,
+        owner: &K,
+        controller_ref: OwnerReference,
+        generate_name: Option<String>,
+    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send {
+        PodControl::create_pod_with_generate_name(
+            self,
+            namespace,
+            template,
+            owner,
+            controller_ref,
+            generate_name,
+        )
+    }
+
+    fn delete_pod<K: Resource<DynamicType = ()> + Sync>(
+        &self,
+        namespace: &str,
+        name: &str,
+        owner: &K,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        PodControl::delete_pod(self, namespace, name, owner)
+    }
+}
+
 /// Runs `count` calls of `call` in batches of 1, 2, 4, ... (at most `count` in all),
 /// stopping after the first batch with a failure: a doomed request (quota, invalid
 /// template) fails once rather than `count` times. Returns the successes and the first
@@ -193,6 +257,136 @@ where
         batch = (2 * batch).min(remaining);
     }
     (successes, None)
+}
+
+/// An in-memory [`PodControlInterface`] for table tests (upstream `FakePodControl`).
+#[cfg(test)]
+pub(crate) mod fake {
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::Resource;
+
+    use super::{pod_from_template, PodControlInterface};
+
+    /// One recorded pod creation.
+    #[derive(Clone, Debug)]
+    pub(crate) struct CreatedPod {
+        pub(crate) namespace: String,
+        pub(crate) owner: String,
+        pub(crate) controller_ref: OwnerReference,
+        /// The pod as it would have been sent, with a generated name.
+        pub(crate) pod: Pod,
+    }
+
+    #[derive(Default)]
+    struct Calls {
+        created: Vec<CreatedPod>,
+        deleted: Vec<String>,
+        serial: usize,
+    }
+
+    /// Records creations and deletions; after `create_limit` creations (when set) or
+    /// always (when `fail` is set), creating fails with a Forbidden error, as a quota
+    /// would make it.
+    #[derive(Default)]
+    pub(crate) struct FakePodControl {
+        calls: Mutex<Calls>,
+        pub(crate) create_limit: Option<usize>,
+        pub(crate) fail: bool,
+    }
+
+    fn forbidden() -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("pods is forbidden: exceeded quota", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        )
+    }
+
+    impl FakePodControl {
+        /// A fake whose creations fail after the first `limit`.
+        pub(crate) fn with_create_limit(limit: Option<usize>) -> Self {
+            FakePodControl {
+                create_limit: limit,
+                ..FakePodControl::default()
+            }
+        }
+
+        pub(crate) fn created(&self) -> Vec<CreatedPod> {
+            self.lock().created.clone()
+        }
+
+        pub(crate) fn deleted(&self) -> Vec<String> {
+            self.lock().deleted.clone()
+        }
+
+        /// Forgets what was recorded (upstream `Clear`).
+        pub(crate) fn clear(&self) {
+            let mut calls = self.lock();
+            calls.created.clear();
+            calls.deleted.clear();
+        }
+
+        fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
+            self.calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+
+    impl PodControlInterface for FakePodControl {
+        fn create_pod_with_generate_name<K: Resource<DynamicType = ()> + Sync>(
+            &self,
+            namespace: &str,
+            template: &PodTemplateSpec,
+            owner: &K,
+            controller_ref: OwnerReference,
+            generate_name: Option<String>,
+        ) -> impl std::future::Future<Output = Result<Pod, kube::Error>> + Send {
+            let owner = owner.meta().name.clone().unwrap_or_default();
+            let result = {
+                let mut calls = self.lock();
+                let over_limit = self
+                    .create_limit
+                    .is_some_and(|limit| calls.created.len() >= limit);
+                if self.fail || over_limit {
+                    Err(forbidden())
+                } else {
+                    let mut pod = pod_from_template(template, &owner, Some(controller_ref.clone()));
+                    if generate_name.is_some() {
+                        pod.metadata.generate_name = generate_name;
+                    }
+                    calls.serial += 1;
+                    pod.metadata.name = Some(format!(
+                        "{}{}",
+                        pod.metadata.generate_name.clone().unwrap_or_default(),
+                        calls.serial
+                    ));
+                    pod.metadata.namespace = Some(namespace.to_string());
+                    calls.created.push(CreatedPod {
+                        namespace: namespace.to_string(),
+                        owner,
+                        controller_ref,
+                        pod: pod.clone(),
+                    });
+                    Ok(pod)
+                }
+            };
+            std::future::ready(result)
+        }
+
+        fn delete_pod<K: Resource<DynamicType = ()> + Sync>(
+            &self,
+            _namespace: &str,
+            name: &str,
+            _owner: &K,
+        ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send {
+            self.lock().deleted.push(name.to_string());
+            std::future::ready(Ok(()))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,12 +10,15 @@ use std::collections::BTreeSet;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption,
-    endpoint, endpointslice, endpointslicemirroring, ephemeral, expand, garbagecollector, job,
-    legacysatokencleaner, namespace, nodeipam, nodelifecycle, podautoscaler, podgc, pvbinder,
-    pvcprotection, pvprotection, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
-    serviceaccounttoken, statefulset, tainteviction, ttl, ttlafterfinished,
+    attachdetach, bootstrap, certificates, cloudnodelifecycle, clusterroleaggregation, cronjob,
+    daemonset, deployment, disruption, endpoint, endpointslice, endpointslicemirroring, ephemeral,
+    expand, garbagecollector, job, legacysatokencleaner, namespace, nodeipam, nodelifecycle,
+    podautoscaler, podgc, pvbinder, pvcprotection, pvprotection, replicaset, resourceclaim,
+    resourcequota, rootcacertpublisher, route, service, serviceaccount, serviceaccounttoken,
+    servicecidrs, statefulset, storageversiongc, tainteviction, ttl, ttlafterfinished,
 };
+use crate::generic_options::GenericOptions;
+use crate::worker::UsageError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Availability {
@@ -66,6 +69,13 @@ pub enum Sharding {
     /// that hash to it, and receives these resources whole, since it must see all of them
     /// (cluster-scoped kinds it reads next to its own, such as Nodes).
     ByNamespace { whole: &'static [&'static str] },
+    /// Its decisions need the whole cluster, but each object is acted on by one shard:
+    /// every stream it reads (its `resources` and any it opens itself) is whole in every
+    /// shard, and the controller drops the keys that are not its shard's
+    /// ([`rkcm_proto::v1::Shard::holds`], the informer-server's hash). The garbage
+    /// collector: an object's own deletion by the shard of its namespace (of its name
+    /// when cluster-scoped), an owner's orphaning and finalizers by the owner's shard.
+    ByKey,
     /// It cannot be split correctly; the reason, for the refusal.
     Refused(&'static str),
 }
@@ -75,7 +85,7 @@ pub fn sharding_refusal(controllers: &[&str]) -> Option<String> {
     controllers.iter().find_map(
         |name| match lookup(name)?.implementation.as_ref()?.sharding {
             Sharding::Refused(reason) => Some(format!("{name} cannot be sharded: {reason}")),
-            Sharding::ByNamespace { .. } => None,
+            Sharding::ByNamespace { .. } | Sharding::ByKey => None,
         },
     )
 }
@@ -87,6 +97,7 @@ pub fn whole_resources(controllers: &[&str]) -> Vec<&'static str> {
         .filter_map(|name| lookup(name)?.implementation.as_ref())
         .flat_map(|implementation| match implementation.sharding {
             Sharding::ByNamespace { whole } => whole.iter().copied(),
+            Sharding::ByKey => implementation.resources.iter().copied(),
             Sharding::Refused(_) => [].iter().copied(),
         })
         .collect();
@@ -129,6 +140,9 @@ fn one(built: anyhow::Result<Runnable>) -> anyhow::Result<Vec<Runnable>> {
 #[derive(Clone, Debug, clap::Args)]
 #[group(skip)]
 pub struct ControllerOptions {
+    /// `--feature-gates` and the cloud-provider flags.
+    #[command(flatten)]
+    pub generic: GenericOptions,
     #[command(flatten)]
     pub deployment: deployment::Options,
     #[command(flatten)]
@@ -177,9 +191,48 @@ pub struct ControllerOptions {
     pub ephemeral_volume: ephemeral::Options,
     #[command(flatten)]
     pub pv_binder: pvbinder::Options,
+    #[command(flatten)]
+    pub service_lb: service::Options,
+    #[command(flatten)]
+    pub node_route: route::Options,
+    #[command(flatten)]
+    pub attach_detach: attachdetach::Options,
 }
 
 impl ControllerOptions {
+    /// KCM's start-up checks of these flags for the selected controllers (some it makes
+    /// whichever controllers run): a bad command line is a [`UsageError`] (exit 2); an
+    /// unreadable file or a refused cloud provider is an error as KCM's (exit 1).
+    pub fn validate(&self, selected: &[&str]) -> anyhow::Result<()> {
+        if let Some(refusal) = self.generic.cloud_provider_refusal() {
+            anyhow::bail!(refusal);
+        }
+        // KCM builds the cloud provider at start whichever controllers run (an unknown
+        // name, an unreadable --cloud-config, a cloud without a cluster ID: exit 1).
+        crate::cloud::provider(&self.generic)?;
+        if selected.contains(&pvbinder::NAME) {
+            // KCM exits when a recycler pod template cannot be read.
+            self.pv_binder.validate()?;
+        }
+        if selected.contains(&nodeipam::NAME) {
+            self.node_ipam.validate().map_err(UsageError)?;
+        }
+        if selected.contains(&podautoscaler::NAME) {
+            self.horizontal_pod_autoscaler
+                .validate()
+                .map_err(UsageError)?;
+        }
+        // KCM checks these whichever controllers run.
+        self.endpointslice.validate().map_err(UsageError)?;
+        self.endpointslice_mirroring
+            .validate()
+            .map_err(UsageError)?;
+        self.csr_signing.validate().map_err(UsageError)?;
+        self.ephemeral_volume.validate().map_err(UsageError)?;
+        self.attach_detach.validate().map_err(UsageError)?;
+        Ok(())
+    }
+
     /// Every flag's long name (`concurrent-deployment-syncs`, ...).
     pub fn flags() -> Vec<String> {
         use clap::Args as _;
@@ -327,9 +380,9 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("generic-garbage-collector"),
         Some(Implementation {
             resources: garbagecollector::RESOURCES,
-            sharding: Sharding::Refused(
-                "owners and dependents cross namespaces and cluster scope, and the owner graph must be whole; run it in a group of its own without shards",
-            ),
+            // Owners and dependents cross namespaces and cluster scope: every shard holds
+            // the whole graph (its monitors stream whole) and acts on its own keys.
+            sharding: Sharding::ByKey,
             build: |c, o| garbagecollector::build(c, &o.garbage_collector),
         }),
     ),
@@ -552,7 +605,13 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("attachdetach"),
         Default,
         Some("attachdetach-controller"),
-        None,
+        Some(Implementation {
+            resources: attachdetach::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are (volume, node) pairs across namespaces and Nodes belong to no namespace; run it unsharded",
+            ),
+            build: |c, o| attachdetach::build(c, &o.attach_detach),
+        }),
     ),
     d(
         "persistentvolume-expander-controller",
@@ -643,14 +702,26 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("storage-version-gc"),
         FeatureGated("APIServerIdentity,StorageVersionAPI"),
         Some("storage-version-garbage-collector"),
-        None,
+        Some(Implementation {
+            resources: storageversiongc::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are cluster-scoped StorageVersions and kube-system identity Leases, which no namespace shard owns",
+            ),
+            build: |c, _| storageversiongc::build(c),
+        }),
     ),
     d(
         "resourceclaim-controller",
         Some("resource-claim-controller"),
         FeatureGated("DynamicResourceAllocation"),
         Some("resource-claim-controller"),
-        None,
+        Some(Implementation {
+            resources: resourceclaim::RESOURCES,
+            // A pod, its claims, its claims' templates and its scheduling context share
+            // a namespace.
+            sharding: Sharding::ByNamespace { whole: &[] },
+            build: |c, _| one(resourceclaim::build(c)),
+        }),
     ),
     d(
         "legacy-serviceaccount-token-cleaner-controller",
@@ -675,28 +746,54 @@ pub const CONTROLLERS: &[Descriptor] = &[
         None,
         FeatureGated("MultiCIDRServiceAllocator"),
         Some("service-cidrs-controller"),
-        None,
+        Some(Implementation {
+            resources: servicecidrs::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are cluster-scoped ServiceCIDRs, judged against every IPAddress of the cluster",
+            ),
+            build: |c, _| one(servicecidrs::build(c)),
+        }),
     ),
     d(
         "service-lb-controller",
         Some("service"),
         Cloud,
         Some("service-controller"),
-        None,
+        Some(Implementation {
+            resources: service::RESOURCES,
+            // A Service's balancer needs every node.
+            sharding: Sharding::ByNamespace { whole: &["v1/nodes"] },
+            build: |c, o| service::build(c, &o.service_lb, &o.generic),
+        }),
     ),
     d(
         "node-route-controller",
         Some("route"),
         Cloud,
         Some("route-controller"),
-        None,
+        Some(Implementation {
+            resources: route::RESOURCES,
+            sharding: Sharding::Refused(
+                "its routes are the whole cluster's, for Nodes, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, o| route::build(c, &o.node_route, &o.node_ipam, &o.generic),
+        }),
     ),
     d(
         "cloud-node-lifecycle-controller",
         Some("cloud-node-lifecycle"),
         Cloud,
-        Some("cloud-node-lifecycle-controller"),
-        None,
+        // KCM gives it node-lifecycle-controller's identity.
+        Some("node-controller"),
+        Some(Implementation {
+            resources: cloudnodelifecycle::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are Nodes, which belong to no namespace; run it unsharded",
+            ),
+            build: |c, o| {
+                cloudnodelifecycle::build(c, o.node_lifecycle.node_monitor_period, &o.generic)
+            },
+        }),
     ),
 ];
 
@@ -763,10 +860,51 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
             if enabled.contains(descriptor.name) {
                 return true;
             }
-            star && descriptor.implemented() && descriptor.availability == Default
+            // `*` takes the feature-gated and cloud controllers too, as KCM's does:
+            // `runnable` then leaves out those whose gate is off or whose cloud loops run
+            // elsewhere.
+            star && descriptor.implemented() && descriptor.availability != DisabledByDefault
         })
         .map(|descriptor| descriptor.name)
         .collect())
+}
+
+/// What `select` chose, split as KCM splits it at start: the controllers to run, and the
+/// ones it skips with the reason it logs (a feature gate that is off, cloud loops left to
+/// an external cloud-controller-manager).
+#[derive(Debug, Default, PartialEq)]
+pub struct Runnability {
+    pub run: Vec<&'static str>,
+    pub skipped: Vec<(&'static str, String)>,
+}
+
+/// Splits selected controllers into those that run and those KCM would skip.
+pub fn runnable(selected: &[&'static str], options: &ControllerOptions) -> Runnability {
+    let gates = options.generic.gates();
+    let mut split = Runnability::default();
+    for &name in selected {
+        let skip = match lookup(name).map(|descriptor| descriptor.availability) {
+            Some(FeatureGated(required)) => {
+                let required: Vec<&str> = required.split(',').collect();
+                (!gates.all_enabled(&required)).then(|| {
+                    format!(
+                        "Controller is disabled by a feature gate (requiredFeatureGates: {})",
+                        required.join(", ")
+                    )
+                })
+            }
+            Some(Cloud) if !options.generic.includes_cloud_loops() => Some(format!(
+                "Skipping a cloud provider controller (loopMode: ExternalLoops, --cloud-provider={})",
+                options.generic.cloud_provider
+            )),
+            _ => None,
+        };
+        match skip {
+            Some(reason) => split.skipped.push((name, reason)),
+            None => split.run.push(name),
+        }
+    }
+    split
 }
 
 /// The controllers KCM runs by default that this version of rkcm does not have.
@@ -787,6 +925,45 @@ mod tests {
     }
 
     #[test]
+    fn gated_and_cloud_controllers_run_only_where_kcm_runs_them() {
+        let mut options = ControllerOptions::default();
+        let selected = [
+            "deployment-controller",
+            "service-cidr-controller",
+            "storageversion-garbage-collector-controller",
+            "service-lb-controller",
+        ];
+        let split = runnable(&selected, &options);
+        assert_eq!(
+            split.run,
+            ["deployment-controller", "service-lb-controller"]
+        );
+        assert_eq!(
+            split.skipped[1],
+            (
+                "storageversion-garbage-collector-controller",
+                "Controller is disabled by a feature gate (requiredFeatureGates: APIServerIdentity, StorageVersionAPI)".to_string()
+            )
+        );
+        options.generic.feature_gates = vec![
+            "MultiCIDRServiceAllocator=true,StorageVersionAPI=true"
+                .parse()
+                .unwrap(),
+            "APIServerIdentity=false".parse().unwrap(),
+        ];
+        options.generic.cloud_provider = "external".into();
+        let split = runnable(&selected, &options);
+        assert_eq!(
+            split.run,
+            ["deployment-controller", "service-cidr-controller"]
+        );
+        assert_eq!(split.skipped.len(), 2);
+        assert!(split.skipped[1]
+            .1
+            .starts_with("Skipping a cloud provider controller"));
+    }
+
+    #[test]
     fn star_aliases_and_negation() {
         let all = select(&list(&["*"])).unwrap();
         assert!(all.contains(&"deployment-controller"));
@@ -798,10 +975,15 @@ mod tests {
             select(&list(&["replicaset,deployment-controller"])).unwrap(),
             vec!["deployment-controller", "replicaset-controller"]
         );
+        let without_svgc = select(&list(&["-storage-version-gc", "*"])).unwrap();
+        assert!(all.contains(&"storageversion-garbage-collector-controller"));
         assert_eq!(
-            select(&list(&["-attachdetach", "*"])).unwrap(),
-            all,
-            "disabling a controller rkcm does not have changes nothing"
+            without_svgc,
+            all.iter()
+                .copied()
+                .filter(|c| *c != "storageversion-garbage-collector-controller")
+                .collect::<Vec<_>>(),
+            "negation by alias removes a feature-gated controller `*` selected"
         );
         let without_gc = select(&list(&["-garbagecollector", "*"])).unwrap();
         assert!(!without_gc.contains(&"garbage-collector-controller"));
@@ -919,9 +1101,10 @@ mod tests {
             vec!["v1/nodes"]
         );
         assert_eq!(sharding_refusal(&["deployment-controller"]), None);
-        let refusal = sharding_refusal(&["deployment-controller", "garbage-collector-controller"])
-            .expect("the collector is refused");
-        assert!(refusal.starts_with("garbage-collector-controller cannot be sharded"));
+        assert_eq!(sharding_refusal(&["garbage-collector-controller"]), None);
+        let refusal = sharding_refusal(&["deployment-controller", "ttl-controller"])
+            .expect("the ttl controller is refused");
+        assert!(refusal.starts_with("ttl-controller cannot be sharded"));
         // Every whole resource is one the controller reads.
         for descriptor in CONTROLLERS {
             if let Some(Implementation {
@@ -947,15 +1130,16 @@ mod tests {
             select(&list(&["frobnicator"])),
             Err(SelectionError::Unknown("frobnicator".into()))
         );
-        assert_eq!(
-            select(&list(&["*", "storage-version-gc"])),
-            Err(SelectionError::NotInThisVersion(
-                "storageversion-garbage-collector-controller"
-            ))
-        );
+        // Naming a controller this version does not have, while one is left.
+        if let Some(missing) = CONTROLLERS.iter().find(|d| !d.implemented()) {
+            assert_eq!(
+                select(&list(&["*", missing.name])),
+                Err(SelectionError::NotInThisVersion(missing.name))
+            );
+        }
         assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
         assert!(
-            default_controllers_missing().contains(&"persistentvolume-attach-detach-controller")
+            !default_controllers_missing().contains(&"persistentvolume-attach-detach-controller")
         );
         assert!(!default_controllers_missing().contains(&"horizontal-pod-autoscaler-controller"));
         assert!(!default_controllers_missing().contains(&"statefulset-controller"));

@@ -123,29 +123,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
-    if selected.contains(&crate::controllers::pvbinder::NAME) {
-        args.options.pv_binder.validate()?;
+    let split = registry::runnable(&selected, &args.options);
+    for (controller, reason) in &split.skipped {
+        info!(controller, "{reason}");
     }
-    if selected.contains(&crate::controllers::nodeipam::NAME) {
-        args.options.node_ipam.validate().map_err(UsageError)?;
+    let selected = split.run;
+    args.options.validate(&selected)?;
+    for warning in args.options.generic.gates().warnings() {
+        warn!("{warning}");
     }
-    if selected.contains(&crate::controllers::podautoscaler::NAME) {
-        args.options
-            .horizontal_pod_autoscaler
-            .validate()
-            .map_err(UsageError)?;
-    }
-    // KCM checks these whichever controllers run.
-    args.options.endpointslice.validate().map_err(UsageError)?;
-    args.options
-        .endpointslice_mirroring
-        .validate()
-        .map_err(UsageError)?;
-    args.options.csr_signing.validate().map_err(UsageError)?;
-    args.options
-        .ephemeral_volume
-        .validate()
-        .map_err(UsageError)?;
     if args.shard.is_some() {
         if let Some(refusal) = registry::sharding_refusal(&selected) {
             return Err(UsageError(format!("--shard: {refusal}")).into());

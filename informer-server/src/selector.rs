@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use rkcm_proto::v1::Shard;
+
 use crate::object::CachedObject;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -374,28 +376,12 @@ impl Filter {
             }
         }
         if let Some((index, count)) = self.shard {
-            let key = if object.namespace.is_empty() {
-                &object.name
-            } else {
-                &object.namespace
-            };
-            if shard_of(key, count) != index {
+            if !(Shard { index, count }).holds(&object.namespace, &object.name) {
                 return false;
             }
         }
         self.labels.matches(&object.labels) && self.fields.matches(object)
     }
-}
-
-/// FNV-1a (64-bit) of the shard key, modulo count: stable across processes and versions,
-/// so every worker computes the same split.
-pub fn shard_of(key: &str, count: u32) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in key.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % u64::from(count.max(1))) as u32
 }
 
 #[cfg(test)]
@@ -461,6 +447,7 @@ mod tests {
 
     #[test]
     fn shards_split_everything_exactly_once() {
+        use rkcm_proto::shard_of;
         let count = 4;
         let mut seen = [0; 4];
         for i in 0..1000 {

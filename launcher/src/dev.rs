@@ -50,6 +50,22 @@ pub(crate) struct DevArgs {
     /// `noattach.csi.sim.rkcm.io`) nor create the default StorageClass `standard`.
     #[arg(long)]
     pub no_csi: bool,
+    /// Passed on to the launcher; `sim` runs the cloud controllers against rkcm's simulated
+    /// cloud (node-sim then leaves the NetworkUnavailable condition to the route
+    /// controller). None by default, as KCM.
+    #[arg(long, default_value = "")]
+    pub cloud_provider: String,
+    /// kube-sim's `--runtime-config` (kube-apiserver's flag): e.g.
+    /// `networking.k8s.io/v1alpha1=true,internal.apiserver.k8s.io/v1alpha1=true`.
+    #[arg(long, default_value = "")]
+    pub apiserver_runtime_config: String,
+    /// kube-sim's `--feature-gates` (kube-apiserver's gates it honours), e.g.
+    /// `MultiCIDRServiceAllocator=true,StorageVersionAPI=true`.
+    #[arg(long, default_value = "")]
+    pub apiserver_feature_gates: String,
+    /// Passed on to the launcher (KCM's `--feature-gates`, repeatable).
+    #[arg(long)]
+    pub feature_gates: Vec<String>,
 }
 
 /// The hostPath recycler pod of the development cluster: upstream's default template, whose
@@ -75,6 +91,20 @@ spec:
       mountPath: /scrub
 "#;
 
+/// The launcher's cloud flags: none by default; with the simulated cloud, also the node
+/// CIDR allocation the route controller needs (node-sim's podCIDRs are in 10.244.0.0/14).
+fn cloud_args(provider: &str) -> Vec<String> {
+    match provider {
+        "" => vec![],
+        "sim" => vec![
+            "--cloud-provider=sim".into(),
+            "--allocate-node-cidrs".into(),
+            "--cluster-cidr=10.244.0.0/14".into(),
+        ],
+        other => vec![format!("--cloud-provider={other}")],
+    }
+}
+
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.runtime_dir)
         .with_context(|| format!("creating {}", args.runtime_dir.display()))?;
@@ -86,6 +116,8 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let sim = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
         pki_dir: Some(pki_dir.clone()),
+        runtime_config: args.apiserver_runtime_config.clone(),
+        feature_gates: args.apiserver_feature_gates.clone(),
         ..Default::default()
     })
     .await
@@ -99,6 +131,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         NodeSimConfig {
             nodes: args.nodes,
             csi: !args.no_csi,
+            network_condition: args.cloud_provider != "sim",
             ..Default::default()
         },
     );
@@ -126,6 +159,12 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         // node-sim runs the recycler pod for a second; the binder recycles hostPath volumes.
         .arg("--pv-recycler-pod-template-filepath-hostpath")
         .arg(&recycler_template)
+        .args(cloud_args(&args.cloud_provider))
+        .args(
+            args.feature_gates
+                .iter()
+                .map(|g| format!("--feature-gates={g}")),
+        )
         .args([
             "--bind-address",
             "127.0.0.1",

@@ -111,9 +111,6 @@ pub(crate) struct LauncherArgs {
 
     // KCM flags accepted for compatibility (kubeadm passes several); rkcm does not act on
     // them yet, and names each one given in a warning at start.
-    /// Not acted on yet.
-    #[arg(long)]
-    pub cluster_name: Option<String>,
     /// Not acted on yet: client-certificate authentication of the secure port.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
@@ -135,7 +132,6 @@ impl LauncherArgs {
             };
         }
         check!(
-            cluster_name => "--cluster-name",
             client_ca_file => "--client-ca-file",
             requestheader_client_ca_file => "--requestheader-client-ca-file",
             profiling => "--profiling",

@@ -255,19 +255,23 @@ mod tests {
             "{e}"
         );
 
-        let collector = "groups:\n- name: gc\n  controllers: [garbagecollector]\n  shards: 2\n";
-        let refused = parse("f.yaml", collector, &all()).unwrap_err().to_string();
+        let ttl = "groups:\n- name: nodes\n  controllers: [ttl]\n  shards: 2\n";
+        let refused = parse("f.yaml", ttl, &all()).unwrap_err().to_string();
         assert!(
-            refused.starts_with(
-                "f.yaml:4: group \"gc\": garbage-collector-controller cannot be sharded"
-            ),
+            refused.starts_with("f.yaml:4: group \"nodes\": ttl-controller cannot be sharded"),
             "{refused}"
+        );
+        let collector = "groups:\n- name: gc\n  controllers: [garbagecollector]\n  shards: 2\n";
+        assert!(
+            parse("f.yaml", collector, &all()).is_ok(),
+            "the collector shards by key"
         );
         let zero = "groups:\n- name: a\n  controllers: [deployment]\n  shards: 0\n";
         let e = parse("g.yaml", zero, &all()).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
 
-        let unimplemented = "groups:\n- name: gc\n  controllers: [storage-version-gc]\n";
+        let unimplemented =
+            "groups:\n- name: gc\n  controllers: [validatingadmissionpolicy-status-controller]\n";
         let e = parse("g.yaml", unimplemented, &all()).unwrap_err();
         assert!(e.reason.contains("not implemented in this version"), "{e}");
         assert_eq!(e.line, 3);

@@ -14,9 +14,6 @@ use anyhow::Context as _;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use rkcm_controller_workers::controllers::nodeipam;
-use rkcm_controller_workers::controllers::podautoscaler;
-use rkcm_controller_workers::controllers::pvbinder;
 use rkcm_controller_workers::registry;
 use rkcm_controller_workers::worker::UsageError;
 use tokio::signal::unix::{signal, SignalKind};
@@ -211,39 +208,15 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         election.validate().map_err(UsageError)?;
     }
     let global = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
-    if global.contains(&pvbinder::NAME) {
-        // KCM exits when a recycler pod template cannot be read.
-        args.controller_options.pv_binder.validate()?;
+    let split = registry::runnable(&global, &args.controller_options);
+    for (controller, reason) in &split.skipped {
+        info!(controller, "{reason}");
     }
-    if global.contains(&nodeipam::NAME) {
-        args.controller_options
-            .node_ipam
-            .validate()
-            .map_err(UsageError)?;
+    let global = split.run;
+    args.controller_options.validate(&global)?;
+    for warning in args.controller_options.generic.gates().warnings() {
+        warn!("{warning}");
     }
-    if global.contains(&podautoscaler::NAME) {
-        args.controller_options
-            .horizontal_pod_autoscaler
-            .validate()
-            .map_err(UsageError)?;
-    }
-    // KCM checks these whichever controllers run.
-    args.controller_options
-        .endpointslice
-        .validate()
-        .map_err(UsageError)?;
-    args.controller_options
-        .endpointslice_mirroring
-        .validate()
-        .map_err(UsageError)?;
-    args.controller_options
-        .csr_signing
-        .validate()
-        .map_err(UsageError)?;
-    args.controller_options
-        .ephemeral_volume
-        .validate()
-        .map_err(UsageError)?;
     let groups: Vec<Group> = match &args.process_groups {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -136,10 +136,58 @@ impl v1::GroupVersionResource {
     }
 }
 
+/// The shard, of `count`, that holds `key` (see [`v1::Shard`]): FNV-1a (64-bit) of the
+/// key modulo `count`, stable across processes and versions, so the informer-server's
+/// filter and every worker compute the same split.
+pub fn shard_of(key: &str, count: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % u64::from(count.max(1))) as u32
+}
+
+/// An object's shard key: its namespace, or its name when it is cluster-scoped (so a
+/// Namespace falls in the same shard as its content).
+pub fn shard_key<'a>(namespace: &'a str, name: &'a str) -> &'a str {
+    if namespace.is_empty() {
+        name
+    } else {
+        namespace
+    }
+}
+
+impl v1::Shard {
+    /// Whether the object `namespace/name` (`namespace` empty when cluster-scoped) falls
+    /// in this shard; every object does when `count` is 0 or 1 (no sharding).
+    pub fn holds(&self, namespace: &str, name: &str) -> bool {
+        self.count <= 1 || shard_of(shard_key(namespace, name), self.count) == self.index
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use prost::Message;
+
+    #[test]
+    fn every_object_falls_in_exactly_one_shard() {
+        for count in [2, 3] {
+            for (namespace, name) in [("ns-1", "a"), ("ns-2", "a"), ("", "ns-1"), ("", "pv-9")] {
+                let holders = (0..count)
+                    .filter(|&index| v1::Shard { index, count }.holds(namespace, name))
+                    .count();
+                assert_eq!(holders, 1, "{namespace}/{name} in {count} shards");
+            }
+        }
+        // A Namespace goes with its content; no sharding holds everything.
+        let shard = v1::Shard { index: 1, count: 2 };
+        assert_eq!(shard.holds("", "ns-1"), shard.holds("ns-1", "anything"));
+        assert!(v1::Shard { index: 0, count: 0 }.holds("ns-1", "a"));
+        assert!(v1::Shard { index: 0, count: 1 }.holds("", "a"));
+        assert_eq!(shard_of("kube-system", 1), 0);
+    }
 
     #[test]
     fn a_shared_event_decodes_as_the_generated_message() {

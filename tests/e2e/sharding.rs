@@ -2,7 +2,8 @@
 //! launcher's groups file). A shard handles the namespaces that hash to it, and still sees
 //! whole what its controllers must see whole: a DaemonSet sharded two or three ways runs
 //! on every node, a sharded deployment/replicaset group makes exactly the pods asked for,
-//! and a controller that cannot be split (the garbage collector) is refused at start.
+//! and a garbage collector sharded two ways cascades across namespaces and from
+//! cluster-scoped owners, each object acted on by one shard.
 
 mod common;
 
@@ -10,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, ListParams};
 use rkcm_conformance::{wait_for, TestCluster};
 
@@ -197,33 +199,245 @@ async fn a_sharded_deployment_group_makes_exactly_the_pods_asked_for() {
     cluster.cleanup().await;
 }
 
+/// The collector's decisions in a launcher log: (worker, UID of the object acted on).
+fn collector_actions(log: &str) -> Vec<(String, String)> {
+    log.lines()
+        .filter(|line| line.contains("garbagecollector"))
+        .filter_map(|line| {
+            let worker = line.strip_prefix('[')?.split(']').next()?;
+            let identity = line.split("object=").nth(1)?;
+            let uid = identity.split('(').nth(1)?.split(')').next()?;
+            Some((worker.to_string(), uid.to_string()))
+        })
+        .collect()
+}
+
+fn fail(launcher: &Launcher, error: impl std::fmt::Display) -> ! {
+    panic!("{error:#}\nlauncher log:\n{}", launcher.log())
+}
+
+/// A Deployment whose pods stop at once when deleted.
+fn deployment(name: &str) -> String {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}})
+    .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sharded_garbage_collector_is_refused_at_start() {
+async fn a_garbage_collector_sharded_two_ways_cascades_across_namespaces_and_cluster_scope() {
     let cluster = TestCluster::start().await.unwrap();
+    let _serial = serial_on_real_cluster(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
-    let groups = dir.path().join("groups.yaml");
-    std::fs::write(
-        &groups,
-        "groups:\n- name: gc\n  controllers: [garbagecollector]\n  shards: 2\n",
+    let launcher = launch(
+        &cluster,
+        dir.path(),
+        "groups:\n- name: gc\n  controllers: [garbagecollector]\n  shards: 2\n- name: rest\n  controllers: ['*', -garbagecollector]\n",
     )
-    .unwrap();
-    let out = tokio::process::Command::new(RKCM)
-        .args(["launcher", "--kubeconfig"])
-        .arg(&cluster.kubeconfig)
-        .args(["--process-groups", groups.to_str().unwrap()])
-        .arg(format!(
-            "--runtime-dir={}",
-            dir.path().join("run").display()
-        ))
-        .args(["--secure-port", "0"])
-        .output()
+    .await;
+
+    // Namespaces until each shard has two (the same hash as the informer-server's).
+    let mut namespaces: Vec<String> = Vec::new();
+    let mut per_shard = [0; 2];
+    while per_shard.iter().any(|n| *n < 2) {
+        assert!(
+            namespaces.len() < 24,
+            "namespaces always land in both shards"
+        );
+        let ns = cluster.namespace("gcshard").await.unwrap();
+        per_shard[rkcm_proto::shard_of(&ns, 2) as usize] += 1;
+        namespaces.push(ns);
+    }
+
+    // A cluster-scoped owner of one ConfigMap in each namespace, and one that stays.
+    let suffix = kube_sim::api::random_suffix(6);
+    let (owner, keeper) = (
+        format!("rkcm-gc-owner-{suffix}"),
+        format!("rkcm-gc-keeper-{suffix}"),
+    );
+    let mut role_uids = Vec::new();
+    for name in [&owner, &keeper] {
+        cluster
+            .kubectl_ok(&[
+                "create",
+                "clusterrole",
+                name,
+                "--verb=get",
+                "--resource=pods",
+            ])
+            .await
+            .unwrap_or_else(|e| fail(&launcher, e));
+        let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
+        role_uids.push(
+            roles
+                .get(name)
+                .await
+                .unwrap()
+                .metadata
+                .uid
+                .unwrap_or_default(),
+        );
+    }
+    for ns in &namespaces {
+        for name in ["bg", "fg", "or"] {
+            cluster
+                .kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &deployment(name))
+                .await
+                .unwrap_or_else(|e| fail(&launcher, e));
+        }
+        for (config, (role, uid)) in ["owned", "kept"]
+            .iter()
+            .zip([&owner, &keeper].iter().zip(&role_uids))
+        {
+            let manifest = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": config, "ownerReferences": [{
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "name": role, "uid": uid}]}});
+            cluster
+                .kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &manifest.to_string())
+                .await
+                .unwrap_or_else(|e| fail(&launcher, e));
+        }
+    }
+    let count = |ns: String, kind: &'static str, label: &'static str| {
+        let client = cluster.client.clone();
+        async move {
+            let params = ListParams::default().labels(label);
+            Ok::<usize, anyhow::Error>(match kind {
+                "pods" => Api::<Pod>::namespaced(client, &ns)
+                    .list(&params)
+                    .await?
+                    .items
+                    .len(),
+                _ => Api::<ReplicaSet>::namespaced(client, &ns)
+                    .list(&params)
+                    .await?
+                    .items
+                    .len(),
+            })
+        }
+    };
+    for ns in &namespaces {
+        for label in ["app=bg", "app=fg", "app=or"] {
+            wait_for(
+                &format!("{label} with its ReplicaSet and 2 pods in {ns}"),
+                WAIT,
+                || async {
+                    Ok((count(ns.clone(), "replicasets", label).await? == 1
+                        && count(ns.clone(), "pods", label).await? == 2)
+                        .then_some(()))
+                },
+            )
+            .await
+            .unwrap_or_else(|e| fail(&launcher, e));
+        }
+    }
+
+    for ns in &namespaces {
+        for (name, cascade) in [("bg", "background"), ("fg", "foreground"), ("or", "orphan")] {
+            cluster
+                .kubectl_ok(&[
+                    "delete",
+                    "deployment",
+                    name,
+                    "-n",
+                    ns,
+                    &format!("--cascade={cascade}"),
+                    "--wait=false",
+                ])
+                .await
+                .unwrap_or_else(|e| fail(&launcher, e));
+        }
+    }
+    cluster
+        .kubectl_ok(&["delete", "clusterrole", &owner])
+        .await
+        .unwrap_or_else(|e| fail(&launcher, e));
+
+    for ns in &namespaces {
+        let deployments: Api<Deployment> = Api::namespaced(cluster.client.clone(), ns);
+        let configs: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
+        let sets: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), ns);
+        wait_for(&format!("the cascades in {ns}"), WAIT, || async {
+            let left = deployments.list(&ListParams::default()).await?.items.len();
+            let owned_gone = configs.get_opt("owned").await?.is_none();
+            let orphans = sets
+                .list(&ListParams::default().labels("app=or"))
+                .await?
+                .items;
+            let orphaned = orphans.len() == 1
+                && orphans[0]
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .is_none_or(|o| o.is_empty());
+            let gone = count(ns.clone(), "replicasets", "app in (bg,fg)").await? == 0
+                && count(ns.clone(), "pods", "app in (bg,fg)").await? == 0;
+            Ok((left == 0 && owned_gone && orphaned && gone).then_some(()))
+        })
+        .await
+        .unwrap_or_else(|e| fail(&launcher, e));
+        assert_eq!(
+            count(ns.clone(), "pods", "app=or").await.unwrap(),
+            2,
+            "the orphaned ReplicaSet keeps its pods in {ns}"
+        );
+        assert!(
+            configs.get_opt("kept").await.unwrap().is_some(),
+            "a ConfigMap whose cluster-scoped owner stays is kept in {ns}"
+        );
+    }
+
+    assert_eq!(
+        launcher.children("--shard").len(),
+        2,
+        "two collector shards"
+    );
+    // Every object was acted on by one shard only, and both shards acted.
+    let actions = collector_actions(&launcher.log());
+    let mut by_object: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (worker, uid) in &actions {
+        by_object
+            .entry(uid.clone())
+            .or_default()
+            .insert(worker.clone());
+    }
+    let twice: Vec<_> = by_object.iter().filter(|(_, w)| w.len() > 1).collect();
+    assert!(twice.is_empty(), "acted on by two shards: {twice:?}");
+    let workers: BTreeMap<&String, usize> =
+        actions
+            .iter()
+            .fold(BTreeMap::new(), |mut counts, (worker, _)| {
+                *counts.entry(worker).or_default() += 1;
+                counts
+            });
+    println!("collector decisions by shard: {workers:?}");
+    assert_eq!(
+        workers.len(),
+        2,
+        "both shards collected their share: {workers:?}\n{}",
+        launcher.log()
+    );
+    // On kube-sim, its record of requests: no delete of a pod, ReplicaSet or ConfigMap
+    // found it gone or changed (404, 409), as a second shard's delete would.
+    if let Some(sim) = cluster.sim.as_ref() {
+        let repeated: Vec<_> = sim
+            .requests_by_user()
+            .into_iter()
+            .filter(|r| r.verb == "delete" && (r.code == 404 || r.code == 409))
+            .filter(|r| ["pods", "replicasets", "configmaps"].contains(&r.resource.as_str()))
+            .collect();
+        assert!(
+            repeated.is_empty(),
+            "deletes that found their object gone: {repeated:?}"
+        );
+    }
+    cluster
+        .kubectl_ok(&["delete", "clusterrole", &keeper])
         .await
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("groups.yaml:4")
-            && stderr.contains("garbage-collector-controller cannot be sharded"),
-        "{stderr}"
-    );
+    cluster.cleanup().await;
 }

@@ -37,7 +37,7 @@ impl Stack {
         Stack(
             LauncherStack::start(&[
                 "--controllers",
-                "statefulset,nodelifecycle,root-ca-cert-publisher,persistentvolume-binder",
+                "statefulset,nodelifecycle,root-ca-cert-publisher,persistentvolume-binder,persistentvolume-attach-detach-controller",
             ])
             .await,
         )

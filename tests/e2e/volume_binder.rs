@@ -25,7 +25,7 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use rkcm_conformance::wait_for;
 use serde_json::{json, Value};
 
-const CONTROLLERS: &str = "persistentvolume-binder,pvc-protection,pv-protection,serviceaccount,root-ca-cert-publisher,nodelifecycle";
+const CONTROLLERS: &str = "persistentvolume-binder,pvc-protection,pv-protection,serviceaccount,root-ca-cert-publisher,nodelifecycle,persistentvolume-attach-detach-controller";
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 const PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";

@@ -259,7 +259,7 @@ async fn grown_claims_wait_for_external_resizers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_provisioned_where_its_pod_runs_then_grown() {
     let stack = LauncherStack::start(&[
-        "--controllers=persistentvolume-expander,persistentvolume-binder,serviceaccount,root-ca-cert-publisher,nodelifecycle",
+        "--controllers=persistentvolume-expander,persistentvolume-binder,serviceaccount,root-ca-cert-publisher,nodelifecycle,persistentvolume-attach-detach-controller",
     ])
     .await;
     if stack.cluster.sim.is_none() {

@@ -2,8 +2,10 @@
 //! declares what the controller reads (`RESOURCES`), its flags (`Options`, when it has
 //! any) and its `build`; the registry ([`crate::registry`]) lists them with KCM's names.
 
+pub mod attachdetach;
 pub mod bootstrap;
 pub mod certificates;
+pub mod cloudnodelifecycle;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
@@ -26,11 +28,16 @@ pub mod pvbinder;
 pub mod pvcprotection;
 pub mod pvprotection;
 pub mod replicaset;
+pub mod resourceclaim;
 pub mod resourcequota;
 pub mod rootcacertpublisher;
+pub mod route;
+pub mod service;
 pub mod serviceaccount;
 pub mod serviceaccounttoken;
+pub mod servicecidrs;
 pub mod statefulset;
+pub mod storageversiongc;
 pub mod tainteviction;
 pub mod ttl;
 pub mod ttlafterfinished;

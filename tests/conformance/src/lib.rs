@@ -25,6 +25,13 @@ pub struct TestCluster {
 impl TestCluster {
     /// kube-sim unless `RKCM_TEST_KUBECONFIG` names a real cluster.
     pub async fn start() -> anyhow::Result<TestCluster> {
+        Self::start_with_config(kube_sim::Config::default()).await
+    }
+
+    /// [`TestCluster::start`] with kube-sim started from `config` (its
+    /// `--runtime-config`, `--feature-gates`, ...); a real cluster named by
+    /// `RKCM_TEST_KUBECONFIG` is taken as it is.
+    pub async fn start_with_config(config: kube_sim::Config) -> anyhow::Result<TestCluster> {
         let dir = tempfile::tempdir()?;
         if let Ok(path) = std::env::var("RKCM_TEST_KUBECONFIG") {
             let yaml = std::fs::read_to_string(&path)
@@ -38,7 +45,7 @@ impl TestCluster {
                 _dir: dir,
             });
         }
-        let sim = KubeSim::start(kube_sim::Config::default()).await?;
+        let sim = KubeSim::start(config).await?;
         let kubeconfig = dir.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig)?;
         let client = sim.client().await?;

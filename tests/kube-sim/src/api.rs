@@ -36,6 +36,9 @@ pub struct Sim {
     service_account_key: RwLock<Option<Arc<crate::legacy_tokens::ServiceAccountKey>>>,
     /// When the legacy-token-tracking ConfigMap was last created (upstream's rate limit).
     pub(crate) tracking_created: Mutex<Option<std::time::Instant>>,
+    /// The `DynamicResourceAllocation` gate: whether pods keep their resource claims
+    /// ([`crate::dra`]).
+    pub dynamic_resource_allocation: std::sync::atomic::AtomicBool,
 }
 
 /// Service cluster IPs from `--service-cluster-ip-range` (IPv4).
@@ -236,7 +239,14 @@ impl Sim {
             ips: Mutex::new(IpAllocator::new(service_cidr)),
             service_account_key: RwLock::new(None),
             tracking_created: Mutex::new(None),
+            dynamic_resource_allocation: Default::default(),
         }
+    }
+
+    /// Whether the `DynamicResourceAllocation` gate is on.
+    pub fn dra_enabled(&self) -> bool {
+        self.dynamic_resource_allocation
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets the ServiceAccount signing key whose public half verifies legacy tokens
@@ -368,6 +378,7 @@ impl Sim {
                 "only the following media types are accepted: application/json, application/yaml",
             ));
         }
+        crate::query_options::check_request(req)?;
         let m = &req.method;
         match (p.name.as_deref(), p.subresource.as_deref()) {
             (None, None) if *m == Method::GET => {
@@ -426,7 +437,8 @@ impl Sim {
             }
             (Some(name), Some("eviction")) if *m == Method::POST => {
                 let body = self.decode_json(req)?;
-                self.evict(ns.unwrap_or_default(), name, body)
+                let dry_run = req.param("dryRun").is_some();
+                self.evict(ns.unwrap_or_default(), name, body, dry_run)
             }
             (Some(name), Some("finalize")) if *m == Method::PUT => {
                 let body = self.decode_json(req)?;
@@ -585,12 +597,8 @@ impl Sim {
         let mode = match req.param("fieldValidation") {
             Some("Strict") => FieldValidation::Strict,
             Some("Ignore") => FieldValidation::Ignore,
-            Some("Warn") | None | Some("") => FieldValidation::Warn,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "fieldValidation parameter unsupported: {other}"
-                )))
-            }
+            // Anything else was refused with the request's options.
+            _ => FieldValidation::Warn,
         };
         let body_version = body["apiVersion"]
             .as_str()
@@ -731,13 +739,20 @@ impl Sim {
     }
 
     pub fn list_options(&self, def: &ResourceDef, req: &ApiRequest) -> ApiResult<ListOptions> {
+        // Decoding (integers, then the selectors' syntax), validation, then the field
+        // selector's fields, in the order of kube-apiserver's list handler.
+        let numbers = crate::query_options::list_numbers(req)?;
         let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
             Some(s) => Some(LabelSelector::parse(s).map_err(ApiError::bad_request)?),
             None => None,
         };
         let fields = match req.param("fieldSelector").filter(|s| !s.is_empty()) {
-            Some(s) => {
-                let f = FieldSelector::parse(s).map_err(ApiError::bad_request)?;
+            Some(s) => Some(FieldSelector::parse(s).map_err(ApiError::bad_request)?),
+            None => None,
+        };
+        crate::query_options::check_list(req)?;
+        let fields = match fields {
+            Some(f) => {
                 if def.custom.is_some() {
                     for name in f.field_names() {
                         if name != "metadata.name" && name != "metadata.namespace" {
@@ -755,21 +770,7 @@ impl Sim {
             }
             None => None,
         };
-        let limit = match req.param("limit") {
-            Some(l) if !l.is_empty() => l.parse::<i64>().unwrap_or(0).max(0) as usize,
-            _ => 0,
-        };
-        if req.param("sendInitialEvents").is_some() {
-            return Err(ApiError::new(
-                422,
-                "Invalid",
-                "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-            )
-            .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [{
-                "reason": "FieldValueForbidden",
-                "message": "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-                "field": "sendInitialEvents"}]})));
-        }
+        let limit = numbers.limit.max(0) as usize;
         Ok(ListOptions {
             labels,
             fields,
@@ -816,6 +817,14 @@ impl Sim {
             return Err(ApiError::method_not_allowed("list"));
         }
         let opts = self.list_options(def, req)?;
+        if let Some(tok) = &opts.continue_token {
+            crate::query_options::decode_continue(tok)?;
+            if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+        }
         let t = self.store.lock();
         let current = t.rv();
         if let Some(rv) = &opts.resource_version {
@@ -841,9 +850,7 @@ impl Sim {
         let mut after: Option<(String, String)> = None;
         let mut list_rv = current;
         if let Some(tok) = &opts.continue_token {
-            let (rv, start) = decode_continue(tok).ok_or_else(|| {
-                ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
-            })?;
+            let (rv, start) = crate::query_options::decode_continue(tok)?;
             if rv < t.compacted_rv() {
                 return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
             }
@@ -1020,6 +1027,9 @@ impl Sim {
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &body_version, &def.kind, &mut obj);
             crate::hpa_conversion::to_storage(&def.group, &body_version, &def.kind, &mut obj);
+            if def.group.is_empty() && def.kind == "Pod" {
+                crate::dra::drop_disabled_pod_fields(self.dra_enabled(), &mut obj, None);
+            }
         }
         if def.kind == "Service" && def.group.is_empty() {
             // The service storage checks the IP fields before it fills them in and
@@ -1404,6 +1414,9 @@ impl Sim {
         if def.custom.is_none() {
             defaults::apply_defaults(&def.group, &def.version, &def.kind, &mut next);
             crate::hpa_conversion::keep_storage_version(&def.group, &def.kind, &mut next);
+            if def.group.is_empty() && def.kind == "Pod" {
+                crate::dra::drop_disabled_pod_fields(self.dra_enabled(), &mut next, Some(&current));
+            }
         }
         // Field ownership, on the defaulted object before the strategy's changes.
         match fm {
@@ -1714,11 +1727,6 @@ impl Sim {
         req: &ApiRequest,
         user: &User,
     ) -> ApiResult<ApiResponse> {
-        if req.param("fieldManager").unwrap_or("").is_empty() {
-            return Err(ApiError::bad_request(
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-            ));
-        }
         let text =
             std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let y: serde_yaml::Value = serde_yaml::from_str(text)
@@ -1786,7 +1794,7 @@ impl Sim {
         Self::operation_by(def, "kube-apiserver".into(), None)
     }
 
-    fn operation_by(def: &ResourceDef, manager: String, sub: Option<&str>) -> Operation {
+    pub(crate) fn operation_by(def: &ResourceDef, manager: String, sub: Option<&str>) -> Operation {
         Operation {
             manager,
             subresource: sub.unwrap_or("").to_string(),
@@ -1819,35 +1827,9 @@ impl Sim {
 
     // ----- deleting -----
 
+    /// DeleteOptions from the body or the query, validated ([`crate::query_options`]).
     fn delete_options(&self, req: &ApiRequest) -> ApiResult<Value> {
-        let mut opts = if req.body.is_empty() {
-            json!({})
-        } else {
-            serde_json::from_slice::<Value>(&req.body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
-        };
-        if !opts.is_object() {
-            return Err(ApiError::bad_request("DeleteOptions must be an object"));
-        }
-        if let Some(g) = req.param("gracePeriodSeconds") {
-            opts["gracePeriodSeconds"] = json!(g
-                .parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
-        }
-        if let Some(p) = req.param("propagationPolicy") {
-            opts["propagationPolicy"] = json!(p);
-        }
-        if let Some(o) = req.param("orphanDependents") {
-            opts["orphanDependents"] = json!(o == "true");
-        }
-        if let Some(p) = opts["propagationPolicy"].as_str() {
-            if !matches!(p, "Orphan" | "Foreground" | "Background") {
-                return Err(ApiError::new(422, "Invalid", format!(
-                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-                )));
-            }
-        }
-        Ok(opts)
+        crate::query_options::delete_options(req)
     }
 
     fn delete(
@@ -1861,7 +1843,7 @@ impl Sim {
             return Err(ApiError::method_not_allowed("delete"));
         }
         let opts = self.delete_options(req)?;
-        let dry = req.param("dryRun").is_some();
+        let dry = crate::query_options::delete_is_dry_run(&opts);
         let mut t = self.store.lock();
         let ns_s = if def.namespaced { ns.unwrap_or("") } else { "" };
         let current = t
@@ -2068,7 +2050,7 @@ impl Sim {
         }
         let opts = self.list_options(def, req)?;
         let del = self.delete_options(req)?;
-        let dry = req.param("dryRun").is_some();
+        let dry = crate::query_options::delete_is_dry_run(&del);
         let mut t = self.store.lock();
         let targets: Vec<Arc<Value>> = t
             .range(&def.key(), ns, None)
@@ -2268,7 +2250,29 @@ impl Sim {
         Ok(ApiResponse::json(201, success(Some(201), None)))
     }
 
-    fn evict(&self, ns: &str, name: &str, eviction: Value) -> ApiResult<ApiResponse> {
+    fn evict(
+        &self,
+        ns: &str,
+        name: &str,
+        eviction: Value,
+        query_dry_run: bool,
+    ) -> ApiResult<ApiResponse> {
+        if eviction["metadata"]["name"].as_str().unwrap_or("") != name {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Eviction object",
+            ));
+        }
+        // The request's dryRun goes to the eviction's DeleteOptions when they have none.
+        let mut opts = if eviction["deleteOptions"].is_object() {
+            eviction["deleteOptions"].clone()
+        } else {
+            json!({})
+        };
+        let body_dry_run = opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+        if query_dry_run && !body_dry_run {
+            opts["dryRun"] = json!(["All"]);
+        }
+        let dry = crate::query_options::delete_is_dry_run(&opts);
         let pods = ResKey::new("", "pods");
         let pdbs = ResKey::new("policy", "poddisruptionbudgets");
         let mut t = self.store.lock();
@@ -2320,15 +2324,12 @@ impl Sim {
                 next["status"]["disruptedPods"] = json!({});
             }
             next["status"]["disruptedPods"][name] = json!(timestamp(now()));
-            t.put(&pdbs, next);
+            if !dry {
+                t.put(&pdbs, next);
+            }
         }
-        let opts = if eviction["deleteOptions"].is_object() {
-            eviction["deleteOptions"].clone()
-        } else {
-            json!({})
-        };
         let def = self.def("", "v1", "pods");
-        self.delete_locked(&mut t, &def, &pod, &opts, false)?;
+        self.delete_locked(&mut t, &def, &pod, &opts, dry)?;
         Ok(ApiResponse::json(201, success(Some(201), None)))
     }
 
@@ -2342,10 +2343,8 @@ impl Sim {
         req: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let sa_obj = self.get_object(&self.def("", "v1", "serviceaccounts"), Some(ns), sa)?;
-        let ttl = body["spec"]["expirationSeconds"]
-            .as_i64()
-            .unwrap_or(3600)
-            .max(600);
+        let ttl = body["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
+        crate::query_options::check_token_expiration(ttl)?;
         let audiences: Vec<Value> = body["spec"]["audiences"]
             .as_array()
             .filter(|a| !a.is_empty())

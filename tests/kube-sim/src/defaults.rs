@@ -142,6 +142,7 @@ pub fn apply_defaults(group: &str, version: &str, kind: &str, obj: &mut Value) {
     };
     match (group, kind) {
         ("", "Pod") => default_pod(o),
+        (crate::dra::GROUP, kind) => crate::dra::apply_defaults(kind, obj),
         ("", "PodTemplate") => {
             if let Some(t) = child_or_create(o, "template") {
                 default_pod_template(t);

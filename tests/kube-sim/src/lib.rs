@@ -11,7 +11,9 @@ pub mod crd;
 pub mod csr;
 pub mod defaults;
 pub mod discovery;
+pub mod dra;
 pub mod faults;
+pub mod gated_apis;
 pub mod go_json;
 mod gofmt;
 pub mod hpa_conversion;
@@ -23,6 +25,7 @@ pub mod metrics_api;
 pub mod nodesim;
 pub mod quantities;
 mod quantity_paths;
+mod query_options;
 pub mod quota;
 pub mod rbac;
 pub mod request;
@@ -70,6 +73,13 @@ pub struct Config {
     /// use (RSA, as kubeadm's `sa.key`, or ECDSA P-256; PKCS#8) instead of a fresh P-256
     /// one.
     pub service_account_signing_key: Option<String>,
+    /// `--runtime-config`: `networking.k8s.io/v1alpha1=true` and
+    /// `internal.apiserver.k8s.io/v1alpha1=true` are what kube-sim honours
+    /// ([`gated_apis`]); empty serves only the built-in group versions.
+    pub runtime_config: String,
+    /// `--feature-gates`: `MultiCIDRServiceAllocator`, `StorageVersionAPI` and
+    /// `APIServerIdentity`, as `Name=bool` pairs.
+    pub feature_gates: String,
 }
 
 impl Default for Config {
@@ -82,6 +92,8 @@ impl Default for Config {
             advertise_address: None,
             pki_dir: None,
             service_account_signing_key: None,
+            runtime_config: String::new(),
+            feature_gates: String::new(),
         }
     }
 }
@@ -113,6 +125,17 @@ pub struct KubeSim {
     /// kube-apiserver's legacy-token-tracking controller.
     token_tracking: tokio::task::JoinHandle<()>,
     service_account_key: Arc<legacy_tokens::ServiceAccountKey>,
+    /// The loops of kube-apiserver's gates (identity Lease, default ServiceCIDR).
+    gated: tokio::task::JoinHandle<()>,
+    apis: gated_apis::GatedApis,
+}
+
+/// Builds the store of a (re)started cluster: the built-in resources, the alpha ones the
+/// flags serve, the bootstrap objects.
+fn new_sim(config: &Config, apis: &gated_apis::GatedApis) -> Arc<Sim> {
+    let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
+    gated_apis::register(&sim, apis);
+    sim
 }
 
 impl KubeSim {
@@ -124,7 +147,9 @@ impl KubeSim {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
-        let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
+        let apis = gated_apis::GatedApis::parse(&config.runtime_config, &config.feature_gates)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let sim = new_sim(&config, &apis);
         let service_account_key = Arc::new(match &config.service_account_signing_key {
             Some(pem) => legacy_tokens::ServiceAccountKey::from_private_key_pem(pem)
                 .map_err(|e| anyhow::anyhow!("--service-account-signing-key-file: {e}"))?,
@@ -133,6 +158,8 @@ impl KubeSim {
         sim.set_service_account_key(service_account_key.clone());
         let advertise = kubernetes_service::advertise_address(config.advertise_address, addr);
         sim.bootstrap(advertise);
+        gated_apis::bootstrap(&sim, &apis);
+        let gated = gated_apis::spawn(&sim, &apis, &config.service_cluster_ip_range);
         let kubernetes_service =
             tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
         let token_tracking = tokio::spawn(legacy_tokens::run_tracking(Arc::downgrade(&sim)));
@@ -173,6 +200,8 @@ impl KubeSim {
             kubernetes_service,
             token_tracking,
             service_account_key,
+            gated,
+            apis,
         })
     }
 
@@ -188,13 +217,13 @@ impl KubeSim {
             .map_err(|e| anyhow::anyhow!("cannot listen on {} again: {e}", self.addr))?;
         self.kubernetes_service.abort();
         self.token_tracking.abort();
-        let sim = Arc::new(Sim::new(
-            self.config.history,
-            &self.config.service_cluster_ip_range,
-        ));
+        self.gated.abort();
+        let sim = new_sim(&self.config, &self.apis);
         sim.set_service_account_key(self.service_account_key.clone());
         let advertise = self.advertise();
         sim.bootstrap(advertise);
+        gated_apis::bootstrap(&sim, &self.apis);
+        self.gated = gated_apis::spawn(&sim, &self.apis, &self.config.service_cluster_ip_range);
         self.kubernetes_service =
             tokio::spawn(kubernetes_service::run(Arc::downgrade(&sim), advertise));
         self.token_tracking = tokio::spawn(legacy_tokens::run_tracking(Arc::downgrade(&sim)));
@@ -353,6 +382,7 @@ impl Drop for KubeSim {
         self.task.abort();
         self.kubernetes_service.abort();
         self.token_tracking.abort();
+        self.gated.abort();
     }
 }
 

@@ -41,6 +41,19 @@ struct Args {
     /// sa.key, or ECDSA P-256); default: a fresh P-256 key.
     #[arg(long = "service-account-signing-key-file")]
     service_account_signing_key_file: Option<PathBuf>,
+    /// kube-apiserver's `--runtime-config`: kube-sim honours
+    /// `networking.k8s.io/v1alpha1=true` (ServiceCIDR, IPAddress) and
+    /// `internal.apiserver.k8s.io/v1alpha1=true` (StorageVersion) and
+    /// `resource.k8s.io/v1alpha2=true` (dynamic resource allocation); any other key is
+    /// refused.
+    #[arg(long = "runtime-config", default_value = "")]
+    runtime_config: String,
+    /// kube-apiserver's `--feature-gates`: kube-sim honours `MultiCIDRServiceAllocator`,
+    /// `StorageVersionAPI`, `APIServerIdentity` and `DynamicResourceAllocation`
+    /// (`Name=true|false`, comma-separated);
+    /// any other gate is refused.
+    #[arg(long = "feature-gates", default_value = "")]
+    feature_gates: String,
     /// Also simulate N nodes (kubelets and a scheduler) against this cluster, as node-sim does.
     #[arg(long, default_value_t = 0)]
     nodes: u32,
@@ -73,6 +86,8 @@ async fn main() -> anyhow::Result<()> {
         advertise_address: args.advertise_address,
         pki_dir: args.pki_dir,
         service_account_signing_key,
+        runtime_config: args.runtime_config,
+        feature_gates: args.feature_gates,
     })
     .await?;
     sim.write_kubeconfig(&args.kubeconfig_out).map_err(|e| {

@@ -50,8 +50,9 @@ impl ApiRequest {
             .map(|(_, v)| v.as_str())
     }
 
+    /// A boolean parameter as the server decodes it: present and not `0` or `false`.
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.param(key), Some("true" | "1"))
+        self.param(key).is_some_and(crate::query_options::go_bool)
     }
 
     /// What representation the client asked for in `Accept`.

@@ -234,6 +234,28 @@ impl Registry {
         });
     }
 
+    /// Serve a built-in group version kube-apiserver enables only on request
+    /// (`--runtime-config`): added as the group's last (least preferred) version, or as a
+    /// new group after the built-in ones.
+    pub fn add_builtin_version(&self, group: &str, version: &str, defs: Vec<ResourceDef>) {
+        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if st
+            .resources
+            .iter()
+            .any(|r| r.group == group && r.version == version)
+        {
+            return;
+        }
+        st.resources.extend(defs.into_iter().map(Arc::new));
+        match st.groups.iter_mut().find(|g| g.name == group) {
+            Some(g) => g.versions.push(version.to_string()),
+            None => st.groups.push(Group {
+                name: group.to_string(),
+                versions: vec![version.to_string()],
+            }),
+        }
+    }
+
     /// Serve (or re-serve, on update) the resources a CRD defines.
     pub fn register_crd(&self, crd_name: &str, defs: Vec<ResourceDef>, versions: Vec<String>) {
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());

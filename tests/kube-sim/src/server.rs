@@ -285,7 +285,7 @@ fn account(
     if let Some(p) = resource {
         let watch = query
             .iter()
-            .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
+            .any(|(k, v)| k == "watch" && crate::query_options::go_bool(v));
         let verb = verb_of(method, watch, p.name.is_some());
         let scope = if p.namespace.is_some() {
             "namespace"

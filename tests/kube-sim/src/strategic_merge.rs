@@ -1647,6 +1647,17 @@ fn field_meta(ty: &str, field: &str) -> Option<(Ty, Strat, bool)> {
             (Ty::S("meta.OwnerReference"), Strat::MergeKey("uid"), true)
         }
         ("meta.ObjectMeta", "finalizers") => (Ty::Any, Strat::MergePrim, true),
+        ("networking.ServiceCIDR", "metadata")
+        | ("networking.IPAddress", "metadata")
+        | ("apiserverinternal.StorageVersion", "metadata") => {
+            (Ty::S("meta.ObjectMeta"), Strat::None, false)
+        }
+        ("networking.ServiceCIDR", "status") => {
+            (Ty::S("networking.ServiceCIDRStatus"), Strat::None, false)
+        }
+        ("networking.ServiceCIDRStatus", "conditions") => {
+            (Ty::S("meta.Condition"), Strat::MergeKey("type"), true)
+        }
         ("apiregistration.APIService", "metadata") => {
             (Ty::S("meta.ObjectMeta"), Strat::None, false)
         }
@@ -1750,6 +1761,9 @@ fn root_type(kind: &str) -> Option<&'static str> {
         "CertificateSigningRequest" => "certificates.CertificateSigningRequest",
         "CustomResourceDefinition" => "apiextensions.CustomResourceDefinition",
         "APIService" => "apiregistration.APIService",
+        "ServiceCIDR" => "networking.ServiceCIDR",
+        "IPAddress" => "networking.IPAddress",
+        "StorageVersion" => "apiserverinternal.StorageVersion",
         #[cfg(test)]
         "__MergeItem" => "test.MergeItem",
         _ => return None,

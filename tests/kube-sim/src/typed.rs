@@ -86,9 +86,12 @@ pub fn decode(
         ("scheduling.k8s.io", "v1", "PriorityClass") => sched::PriorityClass,
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => apiext::CustomResourceDefinition,
     })?;
-    Some(out.map(|object| {
+    Some(out.map(|mut object| {
         let mut unknown_fields = Vec::new();
         dropped_fields(body, &object, "", &mut unknown_fields);
+        if (group, kind) == ("", "Pod") {
+            crate::dra::restore_pod_claims(body, &mut object, &mut unknown_fields);
+        }
         Decoded {
             object: restore_nulls(body, object),
             unknown_fields,

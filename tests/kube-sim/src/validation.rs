@@ -21,7 +21,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
 pub mod csr;
+pub(crate) mod dra;
 pub(crate) mod endpoints;
+pub(crate) mod gated;
+mod volume_attachment;
 
 /// One field error, as it appears in a Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq)]
@@ -582,6 +585,11 @@ fn name_rule(kind: &str) -> NameRule {
 
 /// The name checks of a kind; `prefix` is for generateName (a trailing '-' is allowed).
 fn name_errors(kind: &str, name: &str, prefix: bool) -> Vec<String> {
+    match kind {
+        "IPAddress" => return gated::ip_address_name_errors(name),
+        "StorageVersion" => return gated::storage_version_name_errors(name),
+        _ => {}
+    }
     let rule = name_rule(kind);
     let masked;
     let name = if prefix && rule != NameRule::PathSegment && name.len() > 1 && name.ends_with('-') {
@@ -675,6 +683,27 @@ fn validate_annotations(e: &mut Errs, ann: Option<&Value>, path: &str) {
     }
 }
 
+/// An OwnerReference as Go's `%#v` prints the struct. Its `*bool` fields print as an
+/// address when set: any address stands for the one a real server would print.
+fn go_owner_reference(r: &Value) -> String {
+    let flag = |key: &str| {
+        if r.get(key).is_some_and(|v| !v.is_null()) {
+            "(*bool)(0xc000012345)"
+        } else {
+            "(*bool)(nil)"
+        }
+    };
+    format!(
+        "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
+        q(str_of(r.get("apiVersion"))),
+        q(str_of(r.get("kind"))),
+        q(str_of(r.get("name"))),
+        q(str_of(r.get("uid"))),
+        flag("controller"),
+        flag("blockOwnerDeletion"),
+    )
+}
+
 fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
     let mut first_controller = String::new();
     for r in arr(refs) {
@@ -702,7 +731,7 @@ fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
         if api_version == "v1" && kind == "Event" {
             e.invalid(
                 path,
-                "metav1.OwnerReference{...}",
+                &go_owner_reference(r),
                 "/v1, Kind=Event is disallowed from being an owner",
             );
         }
@@ -2981,9 +3010,15 @@ pub fn validate(
         ("", "Pod") => {
             if update {
                 validate_pod_update(&mut e, obj, prev);
+                dra::validate_pod_claim_statuses(&mut e, obj);
             } else {
                 validate_pod_create(&mut e, obj);
+                let name = str_of(obj.pointer("/metadata/name"));
+                dra::validate_pod_claims(&mut e, name, obj.get("spec"), "spec");
             }
+        }
+        (crate::dra::GROUP, kind) => {
+            dra::validate(&mut e, kind, obj, old.filter(|o| o.is_object()))
         }
         ("", "PodTemplate") => validate_pod_template(&mut e, obj.get("template"), "template"),
         ("", "ReplicationController") => validate_rc(&mut e, obj),
@@ -3083,6 +3118,14 @@ pub fn validate(
         ("discovery.k8s.io", "EndpointSlice") => {
             endpoints::validate_endpoint_slice(&mut e, obj, old.filter(|o| o.is_object()))
         }
+        ("storage.k8s.io", "VolumeAttachment") => {
+            volume_attachment::validate(&mut e, obj, old.filter(|o| o.is_object()))
+        }
+        ("networking.k8s.io", "ServiceCIDR") => gated::validate_service_cidr(&mut e, obj, old),
+        ("networking.k8s.io", "IPAddress") => gated::validate_ip_address(&mut e, obj, old),
+        ("internal.apiserver.k8s.io", "StorageVersion") => {
+            gated::validate_storage_version(&mut e, obj)
+        }
         _ => {}
     }
     e.0
@@ -3099,6 +3142,17 @@ fn immutable_selector(e: &mut Errs, new: &Value, old: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_reference_prints_as_go_prints_the_struct() {
+        let event = json!({"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"});
+        assert_eq!(
+            go_owner_reference(&event),
+            "v1.OwnerReference{APIVersion:\"v1\", Kind:\"Event\", Name:\"e\", UID:\"u\", Controller:(*bool)(nil), BlockOwnerDeletion:(*bool)(nil)}"
+        );
+        let controller = json!({"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u", "controller": true});
+        assert!(go_owner_reference(&controller).contains("Controller:(*bool)(0xc"));
+    }
     use serde_json::json;
 
     fn v(group: &str, kind: &str, o: Value) -> Vec<FieldCause> {

@@ -19,6 +19,16 @@ use crate::store::{Event, EventType};
 /// How often a watch that allows bookmarks gets one when nothing else happens.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
+/// How long a watch lasts for its `timeoutSeconds`: as asked when positive; a negative one
+/// ends it at once; none or zero, the server's minimum request timeout (1800 s).
+fn watch_timeout(timeout_seconds: Option<i64>) -> Duration {
+    match timeout_seconds {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        Some(t) if t < 0 => Duration::ZERO,
+        _ => Duration::from_secs(1800),
+    }
+}
+
 pub fn start(
     sim: Arc<Sim>,
     def: Arc<ResourceDef>,
@@ -36,11 +46,7 @@ pub fn start(
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
         ),
     };
-    let timeout = req
-        .param("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(1800));
+    let timeout = watch_timeout(crate::query_options::list_numbers(req)?.timeout_seconds);
     let w = Watcher {
         sim: sim.clone(),
         def: def.clone(),
@@ -207,4 +213,21 @@ fn line(ty: &str, object: Value) -> Bytes {
     let mut s = json!({"type": ty, "object": object}).to_string();
     s.push('\n');
     Bytes::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::watch_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn a_watch_lasts_its_timeout_or_the_minimum_request_timeout() {
+        for (asked, lasts) in [(None, 1800), (Some(0), 1800), (Some(5), 5), (Some(-1), 0)] {
+            assert_eq!(
+                watch_timeout(asked),
+                Duration::from_secs(lasts),
+                "{asked:?}"
+            );
+        }
+    }
 }

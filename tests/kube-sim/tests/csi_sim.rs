@@ -427,7 +427,15 @@ async fn the_scheduler_binds_volumes_first_and_the_kubelet_waits_for_bound_claim
     let _nodes = NodeSim::start(client.clone(), nodes(3));
     namespace(&client, "t").await;
     class(&client, "now", csi::DRIVER, "Immediate").await;
-    class(&client, "wait", csi::DRIVER, "WaitForFirstConsumer").await;
+    // The driver that needs no attaching: no attach/detach controller runs here, and the
+    // kubelet waits for attachable volumes to be attached.
+    class(
+        &client,
+        "wait",
+        csi::NOATTACH_DRIVER,
+        "WaitForFirstConsumer",
+    )
+    .await;
     class(
         &client,
         "local",
@@ -544,7 +552,7 @@ async fn the_scheduler_binds_volumes_first_and_the_kubelet_waits_for_bound_claim
     patch(
         &client,
         "/api/v1/namespaces/t/persistentvolumeclaims/dc",
-        json!({"metadata": {"annotations": {csi::ANN_STORAGE_PROVISIONER: csi::DRIVER}}}),
+        json!({"metadata": {"annotations": {csi::ANN_STORAGE_PROVISIONER: csi::NOATTACH_DRIVER}}}),
     )
     .await;
     let pv_name = format!("pvc-{}", dc["metadata"]["uid"].as_str().unwrap());

@@ -20,6 +20,8 @@
 mod placement;
 mod sync;
 mod update;
+#[cfg(test)]
+mod update_tests;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -20,8 +20,9 @@ use super::placement::{
 use super::{min_ready_seconds, selector_of, Controller, BURST_REPLICAS};
 use crate::api_errors::{is_namespace_terminating, is_not_found};
 use crate::controller_ref::RefManager;
+use crate::expectations::ControllerExpectations;
 use crate::history::POD_REVISION_LABEL;
-use crate::pod_control::{controller_ref, SLOW_START_INITIAL_BATCH_SIZE};
+use crate::pod_control::{controller_ref, PodControlInterface, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{is_pod_available, is_pod_ready, phase};
 use crate::recorder::{NORMAL, WARNING};
 use crate::store::{key_of, split_key};
@@ -337,8 +338,8 @@ impl Controller {
         self.sync_nodes(ds, &to_delete, &needing, hash).await
     }
 
-    /// Creates a pod for each node in `needing` (slow start, at most BURST_REPLICAS)
-    /// and deletes `to_delete`, under expectations (`syncNodes`).
+    /// Creates a pod for each node in `needing` and deletes `to_delete`
+    /// ([`sync_nodes_with`] with the client-backed pod control).
     pub(super) async fn sync_nodes(
         &self,
         ds: &Arc<DaemonSet>,
@@ -346,81 +347,15 @@ impl Controller {
         needing: &[String],
         hash: &str,
     ) -> anyhow::Result<()> {
-        let key = key_of(&ds.metadata);
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let create_count = needing.len().min(BURST_REPLICAS);
-        let delete_count = to_delete.len().min(BURST_REPLICAS);
-        self.expectations
-            .set(&key, create_count as i64, delete_count as i64);
-        let template = create_pod_template(ds, template_generation(ds), hash);
-        let owner = controller_ref(ds.as_ref());
-        let mut errors: Vec<anyhow::Error> = Vec::new();
-
-        let mut position = 0;
-        let mut batch = create_count.min(SLOW_START_INITIAL_BATCH_SIZE);
-        while batch > 0 {
-            let results =
-                futures::future::join_all(needing[position..position + batch].iter().map(|node| {
-                    let mut template = template.clone();
-                    pin_to_node(template.spec.get_or_insert_with(Default::default), node);
-                    let owner = owner.clone();
-                    async move {
-                        self.pod_control
-                            .create_pod(namespace, &template, ds.as_ref(), owner)
-                            .await
-                    }
-                }))
-                .await;
-            let mut failed = false;
-            for result in results {
-                match result {
-                    Ok(_) => {}
-                    // The namespace is going away: nothing to create any more.
-                    Err(error) if is_namespace_terminating(&error) => {}
-                    Err(error) => {
-                        self.expectations.creation_observed(&key);
-                        errors.push(anyhow::Error::new(error).context("creating daemon pod"));
-                        failed = true;
-                    }
-                }
-            }
-            position += batch;
-            let skipped = create_count - position;
-            if failed && skipped > 0 {
-                // The rest would likely fail the same way: do not wait for them.
-                self.expectations.lower(&key, skipped as i64, 0);
-                break;
-            }
-            batch = (2 * batch).min(skipped);
-        }
-
-        let deletions = futures::future::join_all(to_delete[..delete_count].iter().map(|name| {
-            let key = key.clone();
-            async move {
-                match self
-                    .pod_control
-                    .delete_pod(namespace, name, ds.as_ref())
-                    .await
-                {
-                    Ok(()) => None,
-                    Err(error) => {
-                        self.expectations.deletion_observed(&key);
-                        (!is_not_found(&error)).then(|| {
-                            anyhow::Error::new(error).context(format!("deleting daemon pod {name}"))
-                        })
-                    }
-                }
-            }
-        }))
-        .await;
-        errors.extend(deletions.into_iter().flatten());
-        match errors.len() {
-            0 => Ok(()),
-            1 => Err(errors.remove(0)),
-            n => Err(errors
-                .remove(0)
-                .context(format!("and {} more errors syncing daemon pods", n - 1))),
-        }
+        sync_nodes_with(
+            &self.pod_control,
+            &self.expectations,
+            ds,
+            to_delete,
+            needing,
+            hash,
+        )
+        .await
     }
 
     /// Counts the DaemonSet's pods per node and writes the status when it changed
@@ -547,5 +482,87 @@ impl Counts {
         status.updated_number_scheduled = Some(self.updated);
         status.number_available = Some(self.available);
         status.number_unavailable = Some(self.unavailable());
+    }
+}
+
+/// Creates a pod for each node in `needing` (slow start, at most BURST_REPLICAS)
+/// and deletes `to_delete`, under expectations (`syncNodes`).
+pub(super) async fn sync_nodes_with<P: PodControlInterface>(
+    pod_control: &P,
+    expectations: &ControllerExpectations,
+    ds: &Arc<DaemonSet>,
+    to_delete: &[String],
+    needing: &[String],
+    hash: &str,
+) -> anyhow::Result<()> {
+    let key = key_of(&ds.metadata);
+    let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+    let create_count = needing.len().min(BURST_REPLICAS);
+    let delete_count = to_delete.len().min(BURST_REPLICAS);
+    expectations.set(&key, create_count as i64, delete_count as i64);
+    let template = create_pod_template(ds, template_generation(ds), hash);
+    let owner = controller_ref(ds.as_ref());
+    let mut errors: Vec<anyhow::Error> = Vec::new();
+
+    let mut position = 0;
+    let mut batch = create_count.min(SLOW_START_INITIAL_BATCH_SIZE);
+    while batch > 0 {
+        let results =
+            futures::future::join_all(needing[position..position + batch].iter().map(|node| {
+                let mut template = template.clone();
+                pin_to_node(template.spec.get_or_insert_with(Default::default), node);
+                let owner = owner.clone();
+                async move {
+                    pod_control
+                        .create_pod(namespace, &template, ds.as_ref(), owner)
+                        .await
+                }
+            }))
+            .await;
+        let mut failed = false;
+        for result in results {
+            match result {
+                Ok(_) => {}
+                // The namespace is going away: nothing to create any more.
+                Err(error) if is_namespace_terminating(&error) => {}
+                Err(error) => {
+                    expectations.creation_observed(&key);
+                    errors.push(anyhow::Error::new(error).context("creating daemon pod"));
+                    failed = true;
+                }
+            }
+        }
+        position += batch;
+        let skipped = create_count - position;
+        if failed && skipped > 0 {
+            // The rest would likely fail the same way: do not wait for them.
+            expectations.lower(&key, skipped as i64, 0);
+            break;
+        }
+        batch = (2 * batch).min(skipped);
+    }
+
+    let deletions = futures::future::join_all(to_delete[..delete_count].iter().map(|name| {
+        let key = key.clone();
+        async move {
+            match pod_control.delete_pod(namespace, name, ds.as_ref()).await {
+                Ok(()) => None,
+                Err(error) => {
+                    expectations.deletion_observed(&key);
+                    (!is_not_found(&error)).then(|| {
+                        anyhow::Error::new(error).context(format!("deleting daemon pod {name}"))
+                    })
+                }
+            }
+        }
+    }))
+    .await;
+    errors.extend(deletions.into_iter().flatten());
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        n => Err(errors
+            .remove(0)
+            .context(format!("and {} more errors syncing daemon pods", n - 1))),
     }
 }

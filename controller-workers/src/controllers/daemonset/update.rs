@@ -58,43 +58,171 @@ fn ds_template(ds: &DaemonSet) -> k8s_openapi::api::core::v1::PodTemplateSpec {
         .unwrap_or_default()
 }
 
-impl Controller {
-    /// maxSurge, maxUnavailable and the number of nodes that should run the pod; nodes
-    /// that should but have none get an empty entry (`updatedDesiredNodeCounts`).
-    fn desired_node_counts(
-        &self,
-        ds: &DaemonSet,
-        nodes: &[Arc<Node>],
-        node_pods: &mut NodePods,
-    ) -> anyhow::Result<(i32, i32, i32)> {
-        let mut desired = 0;
-        for node in nodes {
-            if !node_should_run_daemon_pod(node, ds).0 {
+/// maxSurge, maxUnavailable and the number of nodes that should run the pod; nodes
+/// that should but have none get an empty entry (`updatedDesiredNodeCounts`).
+pub(super) fn desired_node_counts(
+    ds: &DaemonSet,
+    nodes: &[Arc<Node>],
+    node_pods: &mut NodePods,
+) -> anyhow::Result<(i32, i32, i32)> {
+    let mut desired = 0;
+    for node in nodes {
+        if !node_should_run_daemon_pod(node, ds).0 {
+            continue;
+        }
+        desired += 1;
+        node_pods
+            .entry(node.metadata.name.clone().unwrap_or_default())
+            .or_default();
+    }
+    let mut max_unavailable = unavailable_count(ds, desired)
+        .map_err(|e| anyhow!("invalid value for MaxUnavailable: {e}"))?;
+    let max_surge =
+        surge_count(ds, desired).map_err(|e| anyhow!("invalid value for MaxSurge: {e}"))?;
+    if desired > 0 && max_unavailable == 0 && max_surge == 0 {
+        info!(
+            daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
+            "DaemonSet is not configured for surge or unavailability, defaulting to accepting unavailability"
+        );
+        max_unavailable = 1;
+    }
+    Ok((max_surge, max_unavailable, desired))
+}
+
+/// What one rolling-update pass does: the old pods to delete and the nodes to start a
+/// new pod on.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct UpdatePlan {
+    pub(super) to_delete: Vec<String>,
+    pub(super) new_nodes: Vec<String>,
+}
+
+/// Replaces old pods within the budget: without surge, delete old pods while at most
+/// maxUnavailable nodes lack an available pod (manage recreates them); with surge,
+/// start new pods beside old ones on at most maxSurge nodes and delete each old pod
+/// once its replacement is available. `node_pods` has an entry for every node that
+/// should run the pod ([`desired_node_counts`]); `node` finds a node by name and
+/// `pod_exists` says whether a pod is still in the cache.
+pub(super) fn plan_rolling_update(
+    ds: &DaemonSet,
+    node_pods: &NodePods,
+    (max_surge, max_unavailable, desired): (i32, i32, i32),
+    node: impl Fn(&str) -> Option<Arc<Node>>,
+    pod_exists: impl Fn(&str) -> bool,
+    hash: &str,
+    now: Timestamp,
+) -> anyhow::Result<UpdatePlan> {
+    let min_ready = min_ready_seconds(ds);
+    let generation = template_generation(ds);
+    let available = |pod: &Pod| is_pod_available(pod, min_ready, now);
+
+    if max_surge == 0 {
+        let mut unavailable = 0;
+        let mut allowed_replacements = Vec::new();
+        let mut candidates = Vec::new();
+        for pods in node_pods.values() {
+            let Some((new, old)) = updated_and_old(pods, hash, generation) else {
+                // More than one pod of a kind: manage is sorting it out.
+                unavailable += 1;
                 continue;
+            };
+            match (new, old) {
+                (None, None) | (Some(_), Some(_)) => unavailable += 1,
+                (Some(new), None) => {
+                    if !available(&new) {
+                        unavailable += 1;
+                    }
+                }
+                (None, Some(old)) => {
+                    if !available(&old) {
+                        // Not available anyway: replacing it costs nothing.
+                        allowed_replacements.push(old.name_any());
+                    } else if unavailable < max_unavailable {
+                        candidates.push(old.name_any());
+                    }
+                }
             }
-            desired += 1;
-            node_pods
-                .entry(node.metadata.name.clone().unwrap_or_default())
-                .or_default();
         }
-        let mut max_unavailable = unavailable_count(ds, desired)
-            .map_err(|e| anyhow!("invalid value for MaxUnavailable: {e}"))?;
-        let max_surge =
-            surge_count(ds, desired).map_err(|e| anyhow!("invalid value for MaxSurge: {e}"))?;
-        if desired > 0 && max_unavailable == 0 && max_surge == 0 {
-            info!(
-                daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
-                "DaemonSet is not configured for surge or unavailability, defaulting to accepting unavailability"
-            );
-            max_unavailable = 1;
-        }
-        Ok((max_surge, max_unavailable, desired))
+        let remaining = (max_unavailable - unavailable).clamp(0, candidates.len() as i32);
+        let mut to_delete = allowed_replacements;
+        to_delete.extend(candidates.into_iter().take(remaining as usize));
+        debug!(
+            daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
+            deleting = to_delete.len(),
+            unavailable,
+            max_unavailable,
+            "rolling update"
+        );
+        return Ok(UpdatePlan {
+            to_delete,
+            new_nodes: Vec::new(),
+        });
     }
 
-    /// Replaces old pods within the budget: without surge, delete old pods while at most
-    /// maxUnavailable nodes lack an available pod (manage recreates them); with surge,
-    /// start new pods beside old ones on at most maxSurge nodes and delete each old pod
-    /// once its replacement is available.
+    let mut to_delete = Vec::new();
+    let mut should_not_run = Vec::new();
+    let mut candidate_nodes = Vec::new();
+    let mut allowed_nodes = Vec::new();
+    let mut surging = 0;
+    let mut available_count = 0;
+    for (node_name, pods) in node_pods {
+        let Some((new, old)) = updated_and_old(pods, hash, generation) else {
+            surging += 1;
+            continue;
+        };
+        match (&new, &old) {
+            (_, Some(old)) if available(old) => available_count += 1,
+            (Some(new), None) if available(new) => available_count += 1,
+            _ => {}
+        }
+        match (new, old) {
+            (_, None) => {}
+            (None, Some(old)) => {
+                let node = node(node_name)
+                    .ok_or_else(|| anyhow!("couldn't get node for nodeName {node_name:?}"))?;
+                let should_run = node_should_run_daemon_pod(&node, ds).0;
+                if !available(&old) {
+                    if should_run {
+                        // Nothing to lose: start the new pod at once.
+                        allowed_nodes.push(node_name.clone());
+                    } else {
+                        to_delete.push(old.name_any());
+                    }
+                } else if !should_run {
+                    should_not_run.push(old.name_any());
+                } else if surging < max_surge {
+                    candidate_nodes.push(node_name.clone());
+                }
+            }
+            (Some(new), Some(old)) => {
+                if !available(&new) {
+                    surging += 1;
+                } else {
+                    // The replacement is available: the old pod can go.
+                    to_delete.push(old.name_any());
+                }
+            }
+        }
+    }
+    // Pods on nodes that should no longer run one go while enough others are
+    // available.
+    let deletable = (available_count - desired).clamp(0, should_not_run.len() as i32);
+    for pod in should_not_run.into_iter().take(deletable as usize) {
+        if pod_exists(&pod) {
+            to_delete.push(pod);
+        }
+    }
+    let remaining = (max_surge - surging).clamp(0, candidate_nodes.len() as i32);
+    let mut new_nodes = allowed_nodes;
+    new_nodes.extend(candidate_nodes.into_iter().take(remaining as usize));
+    Ok(UpdatePlan {
+        to_delete,
+        new_nodes,
+    })
+}
+
+impl Controller {
+    /// One rolling-update pass ([`plan_rolling_update`]) over the pods in the cache.
     pub(super) async fn rolling_update(
         &self,
         ds: &Arc<DaemonSet>,
@@ -102,113 +230,19 @@ impl Controller {
         hash: &str,
     ) -> anyhow::Result<()> {
         let mut node_pods = self.node_pods(ds, false).await?;
-        let (max_surge, max_unavailable, desired) =
-            self.desired_node_counts(ds, nodes, &mut node_pods)?;
-        let now = Timestamp::now();
-        let min_ready = min_ready_seconds(ds);
-        let generation = template_generation(ds);
-        let available = |pod: &Pod| is_pod_available(pod, min_ready, now);
-
-        if max_surge == 0 {
-            let mut unavailable = 0;
-            let mut allowed_replacements = Vec::new();
-            let mut candidates = Vec::new();
-            for pods in node_pods.values() {
-                let Some((new, old)) = updated_and_old(pods, hash, generation) else {
-                    // More than one pod of a kind: manage is sorting it out.
-                    unavailable += 1;
-                    continue;
-                };
-                match (new, old) {
-                    (None, None) | (Some(_), Some(_)) => unavailable += 1,
-                    (Some(new), None) => {
-                        if !available(&new) {
-                            unavailable += 1;
-                        }
-                    }
-                    (None, Some(old)) => {
-                        if !available(&old) {
-                            // Not available anyway: replacing it costs nothing.
-                            allowed_replacements.push(old.name_any());
-                        } else if unavailable < max_unavailable {
-                            candidates.push(old.name_any());
-                        }
-                    }
-                }
-            }
-            let remaining = (max_unavailable - unavailable).clamp(0, candidates.len() as i32);
-            let mut to_delete = allowed_replacements;
-            to_delete.extend(candidates.into_iter().take(remaining as usize));
-            debug!(
-                daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
-                deleting = to_delete.len(),
-                unavailable,
-                max_unavailable,
-                "rolling update"
-            );
-            return self.sync_nodes(ds, &to_delete, &[], hash).await;
-        }
-
-        let mut to_delete = Vec::new();
-        let mut should_not_run = Vec::new();
-        let mut candidate_nodes = Vec::new();
-        let mut allowed_nodes = Vec::new();
-        let mut surging = 0;
-        let mut available_count = 0;
-        for (node_name, pods) in &node_pods {
-            let Some((new, old)) = updated_and_old(pods, hash, generation) else {
-                surging += 1;
-                continue;
-            };
-            match (&new, &old) {
-                (_, Some(old)) if available(old) => available_count += 1,
-                (Some(new), None) if available(new) => available_count += 1,
-                _ => {}
-            }
-            match (new, old) {
-                (_, None) => {}
-                (None, Some(old)) => {
-                    let node = self
-                        .nodes
-                        .get(node_name)
-                        .ok_or_else(|| anyhow!("couldn't get node for nodeName {node_name:?}"))?;
-                    let should_run = node_should_run_daemon_pod(&node, ds).0;
-                    if !available(&old) {
-                        if should_run {
-                            // Nothing to lose: start the new pod at once.
-                            allowed_nodes.push(node_name.clone());
-                        } else {
-                            to_delete.push(old.name_any());
-                        }
-                    } else if !should_run {
-                        should_not_run.push(old.name_any());
-                    } else if surging < max_surge {
-                        candidate_nodes.push(node_name.clone());
-                    }
-                }
-                (Some(new), Some(old)) => {
-                    if !available(&new) {
-                        surging += 1;
-                    } else {
-                        // The replacement is available: the old pod can go.
-                        to_delete.push(old.name_any());
-                    }
-                }
-            }
-        }
-        // Pods on nodes that should no longer run one go while enough others are
-        // available.
-        let deletable = (available_count - desired).clamp(0, should_not_run.len() as i32);
-        for pod in should_not_run.into_iter().take(deletable as usize) {
-            let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-            if self.pods.get_in(namespace, &pod).is_some() {
-                to_delete.push(pod);
-            }
-        }
-        let remaining = (max_surge - surging).clamp(0, candidate_nodes.len() as i32);
-        let mut new_nodes = allowed_nodes;
-        new_nodes.extend(candidate_nodes.into_iter().take(remaining as usize));
-        self.sync_nodes(ds, &to_delete, &new_nodes, hash).await
+        let counts = desired_node_counts(ds, nodes, &mut node_pods)?;
+        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let plan = plan_rolling_update(
+            ds,
+            &node_pods,
+            counts,
+            |name| self.nodes.get(name),
+            |pod| self.pods.get_in(namespace, pod).is_some(),
+            hash,
+            Timestamp::now(),
+        )?;
+        self.sync_nodes(ds, &plan.to_delete, &plan.new_nodes, hash)
+            .await
     }
 
     /// The revisions this DaemonSet controls, adopting matching orphans and releasing

@@ -7,10 +7,15 @@
 //! condition and the deadline; `rollback` the deprecated rollbackTo annotation; and
 //! [`util`] the pure helpers (annotations, revisions, surge arithmetic, hashing).
 
+mod control;
 mod progress;
 mod recreate;
+#[cfg(test)]
+mod recreate_tests;
 mod rollback;
 mod rolling;
+#[cfg(test)]
+mod rolling_tests;
 mod sync;
 pub mod util;
 

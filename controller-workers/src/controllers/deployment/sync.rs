@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use tracing::debug;
 
+use super::control::ReplicaSetControl;
 use super::util::{self, deployment_replicas, replica_set_replicas};
 use super::Controller;
 use crate::api_errors::{is_namespace_terminating, is_not_found, message as api_error_text};
@@ -508,7 +509,7 @@ impl Controller {
             if i == 0 && to_add != 0 {
                 sizes[0] = (sizes[0] + to_add - added).max(0);
             }
-            self.scale_replica_set(rs, sizes[i], d, operation).await?;
+            scale_replica_set(self, rs, sizes[i], d, operation).await?;
         }
         Ok(())
     }
@@ -519,48 +520,7 @@ impl Controller {
         new_scale: i32,
         d: &Deployment,
     ) -> anyhow::Result<(bool, ReplicaSet)> {
-        let current = replica_set_replicas(rs);
-        if current == new_scale {
-            return Ok((false, rs.clone()));
-        }
-        let operation = if current < new_scale { "up" } else { "down" };
-        self.scale_replica_set(rs, new_scale, d, operation).await
-    }
-
-    async fn scale_replica_set(
-        &self,
-        rs: &ReplicaSet,
-        new_scale: i32,
-        d: &Deployment,
-        operation: &str,
-    ) -> anyhow::Result<(bool, ReplicaSet)> {
-        let old_scale = replica_set_replicas(rs);
-        let size_needs_update = old_scale != new_scale;
-        let replicas = deployment_replicas(d);
-        let max = replicas + util::max_surge(d);
-        let annotations_need_update = util::replicas_annotations_need_update(rs, replicas, max);
-        if !size_needs_update && !annotations_need_update {
-            return Ok((false, rs.clone()));
-        }
-        let mut copy = rs.clone();
-        copy.spec.get_or_insert_with(Default::default).replicas = Some(new_scale);
-        util::set_replicas_annotations(&mut copy, replicas, max);
-        let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-        let name = rs.metadata.name.clone().unwrap_or_default();
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
-        let updated = api
-            .replace(&name, &PostParams::default(), &copy)
-            .await
-            .with_context(|| format!("scaling ReplicaSet {namespace}/{name} to {new_scale}"))?;
-        if size_needs_update {
-            self.recorder.event(
-                d,
-                NORMAL,
-                "ScalingReplicaSet",
-                format!("Scaled {operation} replica set {name} to {new_scale} from {old_scale}"),
-            );
-        }
-        Ok((size_needs_update, updated))
+        scale_replica_set_and_record_event(self, rs, new_scale, d).await
     }
 
     /// Deletes the oldest fully scaled-down ReplicaSets beyond revisionHistoryLimit.
@@ -676,6 +636,62 @@ impl Controller {
         };
         written.with_context(|| format!("updating {what} {namespace}/{name}"))
     }
+}
+
+/// Scales `rs` to `new_scale` (up or down as the sizes say), recording the event; a
+/// ReplicaSet already at that size is left alone (upstream
+/// `scaleReplicaSetAndRecordEvent`). Returns whether it scaled, and the ReplicaSet as
+/// written.
+pub(super) async fn scale_replica_set_and_record_event<W: ReplicaSetControl>(
+    control: &W,
+    rs: &ReplicaSet,
+    new_scale: i32,
+    d: &Deployment,
+) -> anyhow::Result<(bool, ReplicaSet)> {
+    let current = replica_set_replicas(rs);
+    if current == new_scale {
+        return Ok((false, rs.clone()));
+    }
+    let operation = if current < new_scale { "up" } else { "down" };
+    scale_replica_set(control, rs, new_scale, d, operation).await
+}
+
+/// Writes `rs` with `new_scale` replicas and the Deployment's desired- and
+/// max-replicas annotations, when either differs; records "Scaled `up`/`down` replica
+/// set" when the size changed (upstream `scaleReplicaSet`).
+async fn scale_replica_set<W: ReplicaSetControl>(
+    control: &W,
+    rs: &ReplicaSet,
+    new_scale: i32,
+    d: &Deployment,
+    operation: &str,
+) -> anyhow::Result<(bool, ReplicaSet)> {
+    let old_scale = replica_set_replicas(rs);
+    let size_needs_update = old_scale != new_scale;
+    let replicas = deployment_replicas(d);
+    let max = replicas + util::max_surge(d);
+    let annotations_need_update = util::replicas_annotations_need_update(rs, replicas, max);
+    if !size_needs_update && !annotations_need_update {
+        return Ok((false, rs.clone()));
+    }
+    let mut copy = rs.clone();
+    copy.spec.get_or_insert_with(Default::default).replicas = Some(new_scale);
+    util::set_replicas_annotations(&mut copy, replicas, max);
+    let namespace = rs.metadata.namespace.clone().unwrap_or_default();
+    let name = rs.metadata.name.clone().unwrap_or_default();
+    let updated = control
+        .update_replica_set(&copy)
+        .await
+        .with_context(|| format!("scaling ReplicaSet {namespace}/{name} to {new_scale}"))?;
+    if size_needs_update {
+        control.deployment_event(
+            d,
+            NORMAL,
+            "ScalingReplicaSet",
+            format!("Scaled {operation} replica set {name} to {new_scale} from {old_scale}"),
+        );
+    }
+    Ok((size_needs_update, updated))
 }
 
 /// The Deployment's status from its ReplicaSets, with the Available condition.

@@ -24,6 +24,16 @@
 //! synced. The `orphan` finalizer goes only after every dependent the graph knows has
 //! been read live without a reference to the owner (or released by our patch), and the
 //! graph has shown no new one meanwhile.
+//!
+//! Sharded (`shards: N` in the launcher's groups, `--shard I/N` of a worker), every shard
+//! still streams every resource whole and holds the whole graph, since an owner may live
+//! in another namespace's shard or be cluster-scoped; a shard acts only on the objects it
+//! holds by the informer-server's hash ([`rkcm_proto::v1::Shard::holds`]: the namespace,
+//! or the name of a cluster-scoped object). An object's own collection (deleting it,
+//! dropping its dangling references) is its shard's; an owner's side (orphaning its
+//! dependents, removing its `orphan` or `foregroundDeletion` finalizer) is the owner's
+//! shard's. So no two shards write for the same decision. Virtual owners (referenced,
+//! never observed) are verified by every shard: a read, and a change to its own graph.
 
 pub mod graph;
 pub mod graph_builder;
@@ -43,6 +53,7 @@ use self::operations::{Kinds, OpError, Operations};
 use crate::controller::{ControllerContext, Runnable};
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, WARNING};
+use rkcm_proto::v1::Shard;
 
 pub const NAME: &str = "garbage-collector-controller";
 
@@ -57,6 +68,15 @@ pub struct Collector {
     ops: Operations,
     recorder: Recorder,
     attempt_to_delete: Arc<WorkQueue<String>>,
+    /// The shard whose objects this collector acts on; `None`: all of them.
+    shard: Option<Shard>,
+}
+
+/// Whether a collector in `shard` acts on `node`: its own objects, and every virtual
+/// owner (verifying one only reads it, and changes this shard's graph alone).
+fn acts_on(shard: Option<Shard>, node: &graph::Node) -> bool {
+    node.virtual_node
+        || shard.is_none_or(|shard| shard.holds(&node.identity.namespace, &node.identity.name))
 }
 
 enum OwnerState {
@@ -105,6 +125,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
         },
         recorder,
         attempt_to_delete: attempt_to_delete.clone(),
+        shard: context.informers.shard(),
     });
     // Discovery now and every period after (KCM: 30 s), so new CRDs are monitored.
     {
@@ -335,6 +356,14 @@ impl Collector {
         let Some(node) = self.node(uid) else {
             return Ok(());
         };
+        if !acts_on(self.shard, &node) {
+            if node.deleting_dependents {
+                // Its shard finishes its foreground deletion; ours deletes the
+                // dependents in our share that block it.
+                self.queue_blocking_dependents(&node);
+            }
+            return Ok(());
+        }
         if self.builder.hold_delete(uid, &node.identity, false) {
             debug!(object = %node.identity, "waiting for the monitors of its kind to sync");
             return Ok(());
@@ -506,7 +535,31 @@ impl Collector {
         Ok(())
     }
 
+    /// Queues the dependents in this shard that still block `owner`'s foreground
+    /// deletion and are not being deleted yet.
+    fn queue_blocking_dependents(&self, owner: &graph::Node) {
+        let pending: Vec<String> = {
+            let graph = self.builder.graph.read().unwrap_or_else(|p| p.into_inner());
+            graph
+                .blocking_dependents(&owner.identity.uid)
+                .into_iter()
+                .filter(|d| !d.being_deleted && acts_on(self.shard, d))
+                .map(|d| d.identity.uid.clone())
+                .collect()
+        };
+        for uid in pending {
+            self.attempt_to_delete.add(uid);
+        }
+    }
+
     async fn attempt_to_orphan(&self, uid: &str) -> anyhow::Result<()> {
+        if self
+            .node(uid)
+            .is_some_and(|owner| !acts_on(self.shard, &owner))
+        {
+            // Another shard's owner: it orphans the dependents, wherever they are.
+            return Ok(());
+        }
         if self.builder.hold_orphan(uid) {
             debug!(%uid, "orphaning waits for every monitor to sync");
             return Ok(());
@@ -864,6 +917,7 @@ mod tests {
             },
             recorder: Recorder::new(client, NAME),
             attempt_to_delete: h.delete.clone(),
+            shard: None,
         };
         collector
             .ops
@@ -1097,5 +1151,142 @@ mod tests {
             .expect("decided again");
         assert!(api.object(REPLICA_SET).is_some());
         assert_eq!(api.writes(), [format!("DELETE {REPLICA_SET}")]);
+    }
+
+    fn node(namespace: &str, name: &str, virtual_node: bool) -> graph::Node {
+        graph::Node {
+            identity: ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: format!("{namespace}-{name}"),
+            },
+            owners: Vec::new(),
+            dependents: HashSet::new(),
+            virtual_node,
+            being_deleted: false,
+            deleting_dependents: false,
+            orphaning: false,
+        }
+    }
+
+    /// The shard of 2 that holds `key`, and the other one.
+    fn shards_of(key: &str) -> (Shard, Shard) {
+        let index = rkcm_proto::shard_of(key, 2);
+        (
+            Shard { index, count: 2 },
+            Shard {
+                index: 1 - index,
+                count: 2,
+            },
+        )
+    }
+
+    #[test]
+    fn each_object_is_acted_on_by_one_shard_and_virtual_owners_by_all() {
+        let (holds_ns, other) = shards_of("ns");
+        let (holds_pv, other_pv) = shards_of("pv-1");
+        let cases = [
+            ("unsharded", None, node("ns", "a", false), true),
+            (
+                "namespaced, its shard",
+                Some(holds_ns),
+                node("ns", "a", false),
+                true,
+            ),
+            (
+                "namespaced, another shard",
+                Some(other),
+                node("ns", "a", false),
+                false,
+            ),
+            (
+                "cluster-scoped, by its name",
+                Some(holds_pv),
+                node("", "pv-1", false),
+                true,
+            ),
+            (
+                "cluster-scoped, another shard",
+                Some(other_pv),
+                node("", "pv-1", false),
+                false,
+            ),
+            ("virtual owner", Some(other), node("ns", "a", true), true),
+            (
+                "one shard only",
+                Some(Shard { index: 0, count: 1 }),
+                node("ns", "a", false),
+                true,
+            ),
+        ];
+        for (what, shard, node, acts) in cases {
+            assert_eq!(acts_on(shard, &node), acts, "{what}");
+        }
+    }
+
+    /// Two collectors sharing one graph, sharded two ways: only the Deployment's shard
+    /// orphans its ReplicaSet and removes its finalizer; once the ReplicaSet's owner is
+    /// gone, only the ReplicaSet's shard deletes it.
+    #[tokio::test]
+    async fn only_the_shard_of_an_object_acts_on_it() {
+        let Setup {
+            mut h,
+            collector,
+            api,
+            deployments,
+            sets,
+            pods,
+        } = setup();
+        let d_monitor = h.monitor(&deployments);
+        let rs_monitor = h.monitor(&sets);
+        let p_monitor = h.monitor(&pods);
+        h.list(&d_monitor, &deployments, &[&stored_meta(&api, DEPLOYMENT)]);
+        h.list(&rs_monitor, &sets, &[&stored_meta(&api, REPLICA_SET)]);
+        h.list(&p_monitor, &pods, &[&stored_meta(&api, POD)]);
+        let (mine, theirs) = shards_of("ns");
+        let sharded = |shard| Collector {
+            builder: collector.builder.clone(),
+            ops: Operations {
+                client: collector.ops.client.clone(),
+                kinds: Kinds::default(),
+            },
+            recorder: collector.recorder.clone(),
+            attempt_to_delete: collector.attempt_to_delete.clone(),
+            shard: Some(shard),
+        };
+        let (holder, other) = (sharded(mine), sharded(theirs));
+        for c in [&holder, &other] {
+            c.ops
+                .kinds
+                .replace(&[deployments.clone(), sets.clone(), pods.clone()]);
+        }
+
+        other.attempt_to_orphan("d").await.expect("not its owner");
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        holder.attempt_to_orphan("d").await.expect("orphans");
+        assert_eq!(
+            api.writes(),
+            [
+                format!("PATCH {REPLICA_SET}"),
+                format!("PATCH {DEPLOYMENT}")
+            ]
+        );
+
+        // The pod's ReplicaSet goes: the pod is collected by its shard only.
+        let rs = stored_meta(&api, REPLICA_SET);
+        api.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(REPLICA_SET);
+        h.send(GraphChange::Delete(graph_builder::test_support::identity(
+            &sets, &rs,
+        )));
+        other.attempt_to_delete("p").await.expect("not its pod");
+        assert_eq!(api.writes().len(), 2, "{:?}", api.writes());
+        holder.attempt_to_delete("p").await.expect("collects");
+        assert_eq!(api.writes()[2], format!("DELETE {POD}"));
+        assert!(api.object(POD).is_none());
     }
 }

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tracing::{debug, warn};
 
-use super::stateful_pod::aggregate;
+use super::stateful_pod::{aggregate, StatefulPodControlInterface};
 use super::status::{self, complete_rolling_update, inconsistent_status, SetStatus};
 use super::utils::{
     allows_burst, apply_revision, choose_update_revision, identity_matches, is_created, is_failed,
@@ -165,9 +165,15 @@ impl Controller {
                 }
             }
         };
-        let (status, error) = self
-            .update_pods(set, &current, &update, collision_count, pods)
-            .await;
+        let (status, error) = update_pods(
+            &self.pod_control,
+            set,
+            &current,
+            &update,
+            collision_count,
+            pods,
+        )
+        .await;
         let Some(mut status) = status else {
             return Pass {
                 current: Some(current),
@@ -259,264 +265,6 @@ impl Controller {
         Ok((current, update, collision_count))
     }
 
-    /// Upstream's updateStatefulSet: the pod work of one pass. Returns the status (None
-    /// when the revisions could not be applied) and the error that stopped the pass.
-    async fn update_pods(
-        &self,
-        set: &StatefulSet,
-        current: &ControllerRevision,
-        update: &ControllerRevision,
-        collision_count: i32,
-        pods: &[Arc<Pod>],
-    ) -> (Option<SetStatus>, Option<anyhow::Error>) {
-        let (current_set, update_set) =
-            match (apply_revision(set, current), apply_revision(set, update)) {
-                (Ok(current_set), Ok(update_set)) => (current_set, update_set),
-                (Err(error), _) | (_, Err(error)) => return (None, Some(anyhow!(error))),
-            };
-        let now = Timestamp::now();
-        let min_ready = min_ready_seconds(set);
-        let mut status = SetStatus {
-            observed_generation: set.metadata.generation.unwrap_or(0),
-            current_revision: name_of(current).to_string(),
-            update_revision: name_of(update).to_string(),
-            collision_count,
-            ..SetStatus::default()
-        };
-        status.count(min_ready, &[pods], now);
-
-        let start = start_ordinal(set);
-        let (slots, condemned) = split_pods(set, pods);
-        let replicas: Vec<Arc<Pod>> = slots
-            .into_iter()
-            .enumerate()
-            .map(|(index, slot)| {
-                slot.unwrap_or_else(|| {
-                    Arc::new(new_versioned_stateful_set_pod(
-                        &current_set,
-                        &update_set,
-                        name_of(current),
-                        name_of(update),
-                        start + index as i32,
-                    ))
-                })
-            })
-            .collect();
-
-        // The first unhealthy replica by ordinal, else the lowest unhealthy condemned pod.
-        let first_unhealthy = replicas
-            .iter()
-            .find(|pod| !is_healthy(pod))
-            .or_else(|| condemned.iter().rev().find(|pod| !is_healthy(pod)))
-            .cloned();
-        if let Some(pod) = &first_unhealthy {
-            debug!(
-                statefulset = set_name(set),
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                "StatefulSet has unhealthy pods"
-            );
-        }
-
-        // A set being deleted gets its status, nothing else.
-        if set.metadata.deletion_timestamp.is_some() {
-            return (Some(status), None);
-        }
-        let monotonic = !allows_burst(set);
-
-        let (stop, error) = run_for_all(
-            replicas.len(),
-            |i| self.process_replica(set, &update_set, monotonic, &replicas, i, now),
-            monotonic,
-        )
-        .await;
-        if stop || error.is_some() {
-            status.count(min_ready, &[&replicas, &condemned], now);
-            return (Some(status), error);
-        }
-
-        // Condemned pods' claims get the ownerReferences that delete them with the pod
-        // when the policy deletes claims on scale-down.
-        let (stop, error) = run_for_all(
-            condemned.len(),
-            |i| {
-                let pod = &condemned[i];
-                let update_set = &update_set;
-                async move {
-                    if !self
-                        .pod_control
-                        .claims_match_retention_policy(update_set, pod)
-                    {
-                        self.pod_control
-                            .update_pod_claim_for_retention_policy(update_set, pod)
-                            .await?;
-                    }
-                    Ok(false)
-                }
-            },
-            monotonic,
-        )
-        .await;
-        if stop || error.is_some() {
-            status.count(min_ready, &[&replicas, &condemned], now);
-            return (Some(status), error);
-        }
-
-        // Every replica is Running and Ready (monotonic): scale down, highest first.
-        let (stop, error) = run_for_all(
-            condemned.len(),
-            |i| {
-                self.process_condemned(set, first_unhealthy.as_ref(), monotonic, &condemned, i, now)
-            },
-            monotonic,
-        )
-        .await;
-        status.count(min_ready, &[&replicas, &condemned], now);
-        if stop || error.is_some() {
-            return (Some(status), error);
-        }
-
-        // OnDelete: pods move to the update revision only when the user deletes them.
-        if update_strategy_type(set) == ON_DELETE {
-            return (Some(status), None);
-        }
-
-        // RollingUpdate: delete the highest ordinal not at the update revision, down to
-        // the partition, one at a time, waiting for each to come back healthy. (The
-        // maxUnavailable path belongs to MaxUnavailableStatefulSet, alpha and off in 1.29.)
-        match next_rolling_step(set, &replicas, name_of(update)) {
-            RollingStep::Delete(target) => {
-                let pod = &replicas[target];
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "terminating pod for update"
-                );
-                if let Err(error) = self.pod_control.delete_stateful_pod(set, pod).await {
-                    if !is_not_found(&error) {
-                        return (Some(status), Some(error.into()));
-                    }
-                }
-                status.current_replicas -= 1;
-            }
-            RollingStep::Wait(target) => {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = replicas[target]
-                        .metadata
-                        .name
-                        .as_deref()
-                        .unwrap_or_default(),
-                    "waiting for pod to update"
-                );
-            }
-            RollingStep::Done => {}
-        }
-        (Some(status), None)
-    }
-
-    /// One replica: replace it if it failed, create it if missing, wait for it in
-    /// monotonic mode, repair its identity and storage. `Ok(true)` stops a monotonic pass.
-    async fn process_replica(
-        &self,
-        set: &StatefulSet,
-        update_set: &StatefulSet,
-        monotonic: bool,
-        replicas: &[Arc<Pod>],
-        i: usize,
-        now: Timestamp,
-    ) -> anyhow::Result<bool> {
-        let pod = replicas[i].as_ref();
-        // Succeeded counts too: an evicted or node-killed pod's phase follows its exit
-        // code, and it must come back either way.
-        if is_failed(pod) || is_succeeded(pod) {
-            if pod.metadata.deletion_timestamp.is_none() {
-                self.pod_control.delete_stateful_pod(set, pod).await?;
-            }
-            // The new pod is made at a later sync, once this one is gone.
-            return Ok(true);
-        }
-        if !is_created(pod) {
-            if self.pod_control.pod_claim_is_stale(set, pod) {
-                // A claim still belongs to an earlier pod of this ordinal and is about to
-                // be deleted: wait for it.
-                return Ok(true);
-            }
-            self.pod_control.create_stateful_pod(set, pod).await?;
-            if monotonic {
-                return Ok(true);
-            }
-        }
-        if is_pending(pod) {
-            self.pod_control
-                .create_missing_persistent_volume_claims(set, pod)
-                .await?;
-        }
-        if monotonic {
-            if is_terminating(pod) {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to terminate"
-                );
-                return Ok(true);
-            }
-            if let Some(state) = not_yet(set, pod, now) {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be {state}"
-                );
-                return Ok(true);
-            }
-        }
-        let retention_matches = self
-            .pod_control
-            .claims_match_retention_policy(update_set, pod);
-        if identity_matches(set, pod) && storage_matches(set, pod) && retention_matches {
-            return Ok(false);
-        }
-        self.pod_control
-            .update_stateful_pod(update_set, pod)
-            .await?;
-        Ok(false)
-    }
-
-    /// One condemned pod: delete it, in monotonic mode only once every replica is
-    /// healthy (or it is itself the first unhealthy pod) and no deletion is in progress.
-    async fn process_condemned(
-        &self,
-        set: &StatefulSet,
-        first_unhealthy: Option<&Arc<Pod>>,
-        monotonic: bool,
-        condemned: &[Arc<Pod>],
-        i: usize,
-        now: Timestamp,
-    ) -> anyhow::Result<bool> {
-        let pod = &condemned[i];
-        if is_terminating(pod) {
-            // Monotonic: wait for it to go before the next.
-            return Ok(monotonic);
-        }
-        let is_first_unhealthy = first_unhealthy.is_some_and(|first| Arc::ptr_eq(first, pod));
-        if monotonic && !is_first_unhealthy {
-            if let Some(state) = not_yet(set, pod, now) {
-                debug!(
-                    statefulset = set_name(set),
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    "waiting for pod to be {state} before scale down"
-                );
-                return Ok(true);
-            }
-        }
-        debug!(
-            statefulset = set_name(set),
-            pod = pod.metadata.name.as_deref().unwrap_or_default(),
-            "terminating pod for scale down"
-        );
-        self.pod_control.delete_stateful_pod(set, pod).await?;
-        Ok(true)
-    }
-
     /// Completes a finished rolling update and writes the status if it changed.
     async fn update_status(&self, set: &StatefulSet, status: &mut SetStatus) -> anyhow::Result<()> {
         complete_rolling_update(set, status);
@@ -563,6 +311,265 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// Upstream's updateStatefulSet: the pod work of one pass. Returns the status (None
+/// when the revisions could not be applied) and the error that stopped the pass.
+pub(super) async fn update_pods<P: StatefulPodControlInterface>(
+    pod_control: &P,
+    set: &StatefulSet,
+    current: &ControllerRevision,
+    update: &ControllerRevision,
+    collision_count: i32,
+    pods: &[Arc<Pod>],
+) -> (Option<SetStatus>, Option<anyhow::Error>) {
+    let (current_set, update_set) =
+        match (apply_revision(set, current), apply_revision(set, update)) {
+            (Ok(current_set), Ok(update_set)) => (current_set, update_set),
+            (Err(error), _) | (_, Err(error)) => return (None, Some(anyhow!(error))),
+        };
+    let now = Timestamp::now();
+    let min_ready = min_ready_seconds(set);
+    let mut status = SetStatus {
+        observed_generation: set.metadata.generation.unwrap_or(0),
+        current_revision: name_of(current).to_string(),
+        update_revision: name_of(update).to_string(),
+        collision_count,
+        ..SetStatus::default()
+    };
+    status.count(min_ready, &[pods], now);
+
+    let start = start_ordinal(set);
+    let (slots, condemned) = split_pods(set, pods);
+    let replicas: Vec<Arc<Pod>> = slots
+        .into_iter()
+        .enumerate()
+        .map(|(index, slot)| {
+            slot.unwrap_or_else(|| {
+                Arc::new(new_versioned_stateful_set_pod(
+                    &current_set,
+                    &update_set,
+                    name_of(current),
+                    name_of(update),
+                    start + index as i32,
+                ))
+            })
+        })
+        .collect();
+
+    // The first unhealthy replica by ordinal, else the lowest unhealthy condemned pod.
+    let first_unhealthy = replicas
+        .iter()
+        .find(|pod| !is_healthy(pod))
+        .or_else(|| condemned.iter().rev().find(|pod| !is_healthy(pod)))
+        .cloned();
+    if let Some(pod) = &first_unhealthy {
+        debug!(
+            statefulset = set_name(set),
+            pod = pod.metadata.name.as_deref().unwrap_or_default(),
+            "StatefulSet has unhealthy pods"
+        );
+    }
+
+    // A set being deleted gets its status, nothing else.
+    if set.metadata.deletion_timestamp.is_some() {
+        return (Some(status), None);
+    }
+    let monotonic = !allows_burst(set);
+
+    let (stop, error) = run_for_all(
+        replicas.len(),
+        |i| process_replica(pod_control, set, &update_set, monotonic, &replicas, i, now),
+        monotonic,
+    )
+    .await;
+    if stop || error.is_some() {
+        status.count(min_ready, &[&replicas, &condemned], now);
+        return (Some(status), error);
+    }
+
+    // Condemned pods' claims get the ownerReferences that delete them with the pod
+    // when the policy deletes claims on scale-down.
+    let (stop, error) = run_for_all(
+        condemned.len(),
+        |i| {
+            let pod = &condemned[i];
+            let update_set = &update_set;
+            async move {
+                if !pod_control.claims_match_retention_policy(update_set, pod) {
+                    pod_control
+                        .update_pod_claim_for_retention_policy(update_set, pod)
+                        .await?;
+                }
+                Ok(false)
+            }
+        },
+        monotonic,
+    )
+    .await;
+    if stop || error.is_some() {
+        status.count(min_ready, &[&replicas, &condemned], now);
+        return (Some(status), error);
+    }
+
+    // Every replica is Running and Ready (monotonic): scale down, highest first.
+    let (stop, error) = run_for_all(
+        condemned.len(),
+        |i| {
+            process_condemned(
+                pod_control,
+                set,
+                first_unhealthy.as_ref(),
+                monotonic,
+                &condemned,
+                i,
+                now,
+            )
+        },
+        monotonic,
+    )
+    .await;
+    status.count(min_ready, &[&replicas, &condemned], now);
+    if stop || error.is_some() {
+        return (Some(status), error);
+    }
+
+    // OnDelete: pods move to the update revision only when the user deletes them.
+    if update_strategy_type(set) == ON_DELETE {
+        return (Some(status), None);
+    }
+
+    // RollingUpdate: delete the highest ordinal not at the update revision, down to
+    // the partition, one at a time, waiting for each to come back healthy. (The
+    // maxUnavailable path belongs to MaxUnavailableStatefulSet, alpha and off in 1.29.)
+    match next_rolling_step(set, &replicas, name_of(update)) {
+        RollingStep::Delete(target) => {
+            let pod = &replicas[target];
+            debug!(
+                statefulset = set_name(set),
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                "terminating pod for update"
+            );
+            if let Err(error) = pod_control.delete_stateful_pod(set, pod).await {
+                if !is_not_found(&error) {
+                    return (Some(status), Some(error.into()));
+                }
+            }
+            status.current_replicas -= 1;
+        }
+        RollingStep::Wait(target) => {
+            debug!(
+                statefulset = set_name(set),
+                pod = replicas[target]
+                    .metadata
+                    .name
+                    .as_deref()
+                    .unwrap_or_default(),
+                "waiting for pod to update"
+            );
+        }
+        RollingStep::Done => {}
+    }
+    (Some(status), None)
+}
+
+/// One replica: replace it if it failed, create it if missing, wait for it in
+/// monotonic mode, repair its identity and storage. `Ok(true)` stops a monotonic pass.
+async fn process_replica<P: StatefulPodControlInterface>(
+    pod_control: &P,
+    set: &StatefulSet,
+    update_set: &StatefulSet,
+    monotonic: bool,
+    replicas: &[Arc<Pod>],
+    i: usize,
+    now: Timestamp,
+) -> anyhow::Result<bool> {
+    let pod = replicas[i].as_ref();
+    // Succeeded counts too: an evicted or node-killed pod's phase follows its exit
+    // code, and it must come back either way.
+    if is_failed(pod) || is_succeeded(pod) {
+        if pod.metadata.deletion_timestamp.is_none() {
+            pod_control.delete_stateful_pod(set, pod).await?;
+        }
+        // The new pod is made at a later sync, once this one is gone.
+        return Ok(true);
+    }
+    if !is_created(pod) {
+        if pod_control.pod_claim_is_stale(set, pod) {
+            // A claim still belongs to an earlier pod of this ordinal and is about to
+            // be deleted: wait for it.
+            return Ok(true);
+        }
+        pod_control.create_stateful_pod(set, pod).await?;
+        if monotonic {
+            return Ok(true);
+        }
+    }
+    if is_pending(pod) {
+        pod_control
+            .create_missing_persistent_volume_claims(set, pod)
+            .await?;
+    }
+    if monotonic {
+        if is_terminating(pod) {
+            debug!(
+                statefulset = set_name(set),
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                "waiting for pod to terminate"
+            );
+            return Ok(true);
+        }
+        if let Some(state) = not_yet(set, pod, now) {
+            debug!(
+                statefulset = set_name(set),
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                "waiting for pod to be {state}"
+            );
+            return Ok(true);
+        }
+    }
+    let retention_matches = pod_control.claims_match_retention_policy(update_set, pod);
+    if identity_matches(set, pod) && storage_matches(set, pod) && retention_matches {
+        return Ok(false);
+    }
+    pod_control.update_stateful_pod(update_set, pod).await?;
+    Ok(false)
+}
+
+/// One condemned pod: delete it, in monotonic mode only once every replica is
+/// healthy (or it is itself the first unhealthy pod) and no deletion is in progress.
+async fn process_condemned<P: StatefulPodControlInterface>(
+    pod_control: &P,
+    set: &StatefulSet,
+    first_unhealthy: Option<&Arc<Pod>>,
+    monotonic: bool,
+    condemned: &[Arc<Pod>],
+    i: usize,
+    now: Timestamp,
+) -> anyhow::Result<bool> {
+    let pod = &condemned[i];
+    if is_terminating(pod) {
+        // Monotonic: wait for it to go before the next.
+        return Ok(monotonic);
+    }
+    let is_first_unhealthy = first_unhealthy.is_some_and(|first| Arc::ptr_eq(first, pod));
+    if monotonic && !is_first_unhealthy {
+        if let Some(state) = not_yet(set, pod, now) {
+            debug!(
+                statefulset = set_name(set),
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                "waiting for pod to be {state} before scale down"
+            );
+            return Ok(true);
+        }
+    }
+    debug!(
+        statefulset = set_name(set),
+        pod = pod.metadata.name.as_deref().unwrap_or_default(),
+        "terminating pod for scale down"
+    );
+    pod_control.delete_stateful_pod(set, pod).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -16,6 +16,10 @@
 //! and claims, `status.rs` counts and writes the status, `utils.rs` holds the pure rules.
 
 mod control;
+#[cfg(test)]
+mod control_tests;
+#[cfg(test)]
+mod fake_pod_control;
 mod stateful_pod;
 mod status;
 mod utils;

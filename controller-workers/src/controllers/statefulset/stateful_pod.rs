@@ -6,6 +6,7 @@
 //! and the claim events "create Claim data-web-0 Pod web-0 in StatefulSet web success").
 //! Claims are read from the worker's store; only writes go to the API server.
 
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -379,6 +380,104 @@ impl StatefulPodControl {
             None => Ok(()),
             Some(error) => Err(error),
         }
+    }
+}
+
+/// The writes a StatefulSet pass makes to its pods and claims (upstream
+/// `StatefulPodControlObjectManager` behind `StatefulPodControl`): the pass takes any
+/// implementation, [`StatefulPodControl`] against the API server, or the in-memory
+/// `FakeStatefulPodControl` in table tests.
+pub(super) trait StatefulPodControlInterface: Sync {
+    /// Creates the pod's claims, then the pod.
+    fn create_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Repairs the pod's identity, storage and claims' ownerReferences in place.
+    fn update_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Deletes the pod.
+    fn delete_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Do the pod's existing claims carry the ownerReferences the retention policy asks
+    /// for?
+    fn claims_match_retention_policy(&self, set: &StatefulSet, pod: &Pod) -> bool;
+
+    /// Gives the pod's claims the ownerReferences the retention policy asks for.
+    fn update_pod_claim_for_retention_policy(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Is a claim of the pod still owned by an earlier pod of its ordinal?
+    fn pod_claim_is_stale(&self, set: &StatefulSet, pod: &Pod) -> bool;
+
+    /// Creates the claims a pending pod lacks.
+    fn create_missing_persistent_volume_claims(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+impl StatefulPodControlInterface for StatefulPodControl {
+    fn create_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        StatefulPodControl::create_stateful_pod(self, set, pod)
+    }
+
+    fn update_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        StatefulPodControl::update_stateful_pod(self, set, pod)
+    }
+
+    fn delete_stateful_pod(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        StatefulPodControl::delete_stateful_pod(self, set, pod)
+    }
+
+    fn claims_match_retention_policy(&self, set: &StatefulSet, pod: &Pod) -> bool {
+        StatefulPodControl::claims_match_retention_policy(self, set, pod)
+    }
+
+    fn update_pod_claim_for_retention_policy(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        StatefulPodControl::update_pod_claim_for_retention_policy(self, set, pod)
+    }
+
+    fn pod_claim_is_stale(&self, set: &StatefulSet, pod: &Pod) -> bool {
+        StatefulPodControl::pod_claim_is_stale(self, set, pod)
+    }
+
+    fn create_missing_persistent_volume_claims(
+        &self,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        StatefulPodControl::create_missing_persistent_volume_claims(self, set, pod)
     }
 }
 

@@ -52,6 +52,10 @@ struct Args {
     /// resizer and attacher).
     #[arg(long = "no-csi")]
     no_csi: bool,
+    /// Do not report the NetworkUnavailable node condition (leave it to a cloud
+    /// provider's route controller).
+    #[arg(long = "no-network-condition")]
+    no_network_condition: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -108,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
             events: !args.no_events,
             assign_pod_cidrs: !args.no_pod_cidr,
             csi: !args.no_csi,
+            network_condition: !args.no_network_condition,
             ..Default::default()
         },
     );

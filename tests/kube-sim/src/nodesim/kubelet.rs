@@ -20,6 +20,9 @@
 //! again every few seconds; kubelet 1.29 logs why and posts no event (its "Unable to
 //! attach or mount volumes" event is skipped when the wait times out).
 //!
+//! A pod whose attachable CSI volumes are not yet attached to its node (reported in the
+//! node's `volumesInUse` and `volumesAttached`, see [`super::attach`]) waits the same way.
+//!
 //! A pod whose ConfigMap, Secret or projected volume sources name an object that does not
 //! exist (and is not `optional: true`) stays ContainerCreating, with a FailedMount warning
 //! worded as kubelet's, and is retried every few seconds until the object is there, as the
@@ -53,6 +56,10 @@ use super::{nodes, quantity, Shared};
 
 /// How long the containers run before they exit (a duration: `3s`, `1m`, `500ms`).
 pub const EXIT_AFTER: &str = "sim.rkcm.io/exit-after";
+/// How long the containers take to stop once the pod is deleted (a duration), as a process
+/// that exits on SIGTERM: they stop then, or at the end of the grace period if that is
+/// sooner. Absent, they run until killed at the end of the grace period.
+pub const STOP_AFTER: &str = "sim.rkcm.io/stop-after";
 /// The exit code they exit with (default 0).
 pub const EXIT_CODE: &str = "sim.rkcm.io/exit-code";
 /// From admission on the node to running containers, overriding node-sim's start delay.
@@ -110,6 +117,8 @@ pub struct Timing {
     pub exit_after: Option<Millis>,
     pub exit_code: i32,
     pub restart_backoff: Millis,
+    /// [`STOP_AFTER`].
+    pub stop_after: Option<Millis>,
 }
 
 impl Timing {
@@ -126,6 +135,7 @@ impl Timing {
                 .and_then(|c| c.trim().parse().ok())
                 .unwrap_or(0),
             restart_backoff: ms(restart_backoff),
+            stop_after: get(STOP_AFTER).and_then(quantity::duration).map(ms),
         }
     }
 }
@@ -164,6 +174,24 @@ fn deletion_at(pod: &Pod) -> Option<Millis> {
         .map(|t| t.0.as_millisecond())
 }
 
+/// When the containers of a pod deleted with grace until `deadline` stop: at the deadline,
+/// or [`STOP_AFTER`] after the deletion was asked for (the deadline less the grace period)
+/// if that is sooner.
+fn stop_at(pod: &Pod, deadline: Millis, timing: &Timing) -> Millis {
+    let grace = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .unwrap_or(0)
+        .max(0);
+    match timing.stop_after {
+        Some(after) => deadline
+            .saturating_sub(grace.saturating_mul(1000))
+            .saturating_add(after)
+            .min(deadline),
+        None => deadline,
+    }
+}
+
 /// Move the pod's runtime forward to `now`; returns when it next has to be looked at.
 pub fn advance(pod: &Pod, rt: &mut PodRuntime, now: Millis, timing: &Timing) -> Option<Millis> {
     let policy = pod
@@ -171,7 +199,7 @@ pub fn advance(pod: &Pod, rt: &mut PodRuntime, now: Millis, timing: &Timing) -> 
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always");
-    let deleting = deletion_at(pod);
+    let deleting = deletion_at(pod).map(|deadline| stop_at(pod, deadline, timing));
     let mut wake: Option<Millis> = None;
     let mut soon = |t: Millis| wake = Some(wake.map_or(t, |w: Millis| w.min(t)));
     // Each pass moves time forward by at least the restart backoff, so this ends; the bound
@@ -1007,12 +1035,33 @@ async fn reconcile(pod: Arc<Pod>, kubelet: Arc<Kubelet>) -> Result<Action, Kubel
     let claim_wait = if !due || super::volume_binding::pod_claims(&pod).is_empty() {
         None
     } else {
-        first_claim_problem(&kubelet.shared.client, &pod)
+        let mount_error = |source: kube::Error| KubeletError::Mount {
+            pod: format!("{ns}/{}", pod.name_any()),
+            source,
+        };
+        match first_claim_problem(&kubelet.shared.client, &pod)
             .await
-            .map_err(|source| KubeletError::Mount {
-                pod: format!("{ns}/{}", pod.name_any()),
-                source,
-            })?
+            .map_err(mount_error)?
+        {
+            Some(problem) => Some(problem),
+            // Then the volumes the attach/detach controller attaches.
+            None => super::attach::first_attach_problem(&kubelet.shared.client, &pod, &node)
+                .await
+                .map_err(mount_error)?,
+        }
+    };
+    // Then the resource claims, which must be allocated and reserved for the pod.
+    let claim_wait = match claim_wait {
+        None if due && super::dra::has_resource_claims(&pod) => {
+            super::dra::check(&kubelet.shared.client, &pod, super::dra::Phase::Starting)
+                .await
+                .map_err(|source| KubeletError::Mount {
+                    pod: format!("{ns}/{}", pod.name_any()),
+                    source,
+                })?
+                .err()
+        }
+        other => other,
     };
     let mount_failure = if mount_sources.is_empty() || claim_wait.is_some() {
         None

@@ -23,7 +23,9 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attach;
 pub mod csi;
+pub mod dra;
 pub mod kubelet;
 pub mod nodes;
 pub mod quantity;
@@ -125,6 +127,11 @@ pub struct NodeSimConfig {
     /// Run csi-sim ([`csi`]): the simulated CSI drivers' objects, provisioner, resizer and
     /// attacher.
     pub csi: bool,
+    /// Report the `NetworkUnavailable` condition (False, `RouteCreated`) as a network
+    /// plugin would. Off (`--no-network-condition`) leaves the condition to the route
+    /// controller of a cloud provider: node-sim's status patches merge conditions by type,
+    /// as kubelet's do, so they never erase it.
+    pub network_condition: bool,
 }
 
 impl Default for NodeSimConfig {
@@ -145,6 +152,7 @@ impl Default for NodeSimConfig {
             events: true,
             assign_pod_cidrs: true,
             csi: true,
+            network_condition: true,
         }
     }
 }
@@ -502,6 +510,10 @@ impl NodeSim {
             kubelet,
             pod_reader.clone(),
             pod_events,
+        )));
+        tasks.push(tokio::spawn(attach::run(
+            shared.clone(),
+            pod_reader.clone(),
         )));
 
         let node_api: Api<Node> = Api::all(shared.client.clone());

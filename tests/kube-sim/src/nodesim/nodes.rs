@@ -97,11 +97,13 @@ pub fn node_object(name: &str, index: usize, config: &NodeSimConfig, now: Timest
     let c = &config.capacity;
     let capacity = json!({"cpu": c.cpu, "memory": c.memory, "pods": c.pods,
         "ephemeral-storage": c.ephemeral_storage, "hugepages-2Mi": "0"});
-    let conditions = conditions(&NodeFaults::default(), &[], now);
+    let mut conditions = conditions(&NodeFaults::default(), &[], now);
+    reported_only(config, &mut conditions);
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
+            "annotations": {super::attach::ANN_CONTROLLER_MANAGED: "true"},
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -178,6 +180,13 @@ pub fn conditions(
     out
 }
 
+/// Leaves out the conditions node-sim was told not to report.
+pub fn reported_only(config: &NodeSimConfig, conditions: &mut Vec<NodeCondition>) {
+    if !config.network_condition {
+        conditions.retain(|c| c.type_ != ConditionType::NetworkUnavailable.as_str());
+    }
+}
+
 /// Do two condition lists say the same thing (ignoring heartbeat times)?
 pub fn same_conditions(a: &[NodeCondition], b: &[NodeCondition]) -> bool {
     let key = |c: &NodeCondition| {
@@ -230,6 +239,19 @@ async fn register(shared: &Shared, name: &str, index: usize) -> Result<Node, kub
         Err(kube::Error::Api(s)) if s.code == 409 => nodes.get(name).await?,
         Err(e) => return Err(e),
     };
+    let managed = created
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(super::attach::ANN_CONTROLLER_MANAGED));
+    if !managed {
+        // kubelet reconciles the annotation on a Node it finds already registered.
+        let patch =
+            json!({"metadata": {"annotations": {super::attach::ANN_CONTROLLER_MANAGED: "true"}}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
     // Some servers drop status on create; post it through the status subresource too.
     let patch = json!({"status": obj["status"]});
     nodes
@@ -273,9 +295,11 @@ async fn post_status(
     conditions: &[NodeCondition],
 ) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(shared.client.clone());
+    // A strategic-merge patch, as kubelet's: conditions merge by type, so a condition
+    // another writer owns (the route controller's NetworkUnavailable) stays.
     let patch = json!({"status": {"conditions": conditions}});
     nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
     Ok(())
 }
@@ -340,7 +364,8 @@ pub async fn run(shared: Arc<Shared>, name: String, index: usize) {
                     }
                 }
             }
-            let wanted = conditions(&faults, &posted, now_seconds());
+            let mut wanted = conditions(&faults, &posted, now_seconds());
+            reported_only(&shared.config, &mut wanted);
             let changed = !same_conditions(&wanted, &posted);
             if changed || force_report || now >= next_status {
                 next_status = now + cfg.node_status_update_frequency;

@@ -548,6 +548,21 @@ async fn cycle(
         .collect();
     let mut placements = Vec::new();
     for pod in pending {
+        // DynamicResources' PreFilter (node-sim has no resource driver: see super::dra).
+        if super::dra::has_resource_claims(&pod) {
+            match super::dra::check(&shared.client, &pod, super::dra::Phase::Scheduling).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(problem)) => {
+                    let message = format!("0/{} nodes are available: {problem}.", node_refs.len());
+                    placements.push(Placement::Unschedulable(pod, message));
+                    continue;
+                }
+                Err(error) => {
+                    tracing::debug!(pod = %pod.name_any(), %error, "cannot read the pod's resource claims");
+                    continue;
+                }
+            }
+        }
         let claims = match storage.map(|s| volume_binding::pre_filter(&pod, s)) {
             Some(Err(message)) if !node_refs.is_empty() => {
                 let message = format!("0/{} nodes are available: {message}.", node_refs.len());
@@ -672,7 +687,17 @@ async fn cycle(
             let client = client.clone();
             async move {
                 let uid = pod.uid().unwrap_or_default();
-                match bind(&client, &pod, &node).await {
+                // DynamicResources' PreBind: the claims are reserved for the pod first.
+                let reserved = if super::dra::has_resource_claims(&pod) {
+                    super::dra::reserve(&client, &pod).await
+                } else {
+                    Ok(())
+                };
+                let outcome = match reserved {
+                    Ok(()) => bind(&client, &pod, &node).await.map_err(|e| e.to_string()),
+                    Err(error) => Err(error),
+                };
+                match outcome {
                     Ok(()) => {
                         if events {
                             let message = format!(
