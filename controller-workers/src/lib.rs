@@ -8,6 +8,7 @@
 //! own folder under [`controllers`].
 
 pub mod api_errors;
+mod api_types;
 pub mod client;
 pub mod cloud;
 pub mod controller;

@@ -80,8 +80,10 @@ pub struct Args {
     /// Where to serve /healthz, /readyz and /metrics (HOST:PORT; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub health_bind_address: SocketAddr,
-    /// Handle only the objects of one namespace-hash shard, INDEX/COUNT (e.g. 0/2): the
-    /// informer-server's shard filter, for a group split over several processes.
+    /// Handle only the objects of one namespace-hash shard, INDEX/COUNT (e.g. 0/2), for a
+    /// group split over several processes: the informer-server's shard filter for the
+    /// streams a controller splits by namespace, its whole streams for the rest (Nodes, and
+    /// every stream of a controller that picks its own keys, such as the garbage collector).
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(u32, u32)>,
     /// How long SIGTERM waits for in-flight syncs (Go duration).

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::Sim;
 use crate::gated_apis::GatedApis;
-use crate::resources::{ResourceDef, SubresourceDef};
+use crate::resources::ResourceDef;
 
 pub const GROUP: &str = "resource.k8s.io";
 pub const VERSION: &str = "v1alpha2";
@@ -29,40 +29,7 @@ pub const GATE: &str = "DynamicResourceAllocation";
 pub const CONTROLLER_ACCOUNT: &str = "resource-claim-controller";
 
 fn def(resource: &str, kind: &str, namespaced: bool, status: bool) -> ResourceDef {
-    let verbs = [
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    ];
-    ResourceDef {
-        group: GROUP.into(),
-        version: VERSION.into(),
-        resource: resource.into(),
-        kind: kind.into(),
-        singular: kind.to_ascii_lowercase(),
-        namespaced,
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        short_names: Vec::new(),
-        categories: Vec::new(),
-        storage_version_hash: crate::gated_apis::storage_version_hash(GROUP, VERSION, kind),
-        subresources: if status {
-            vec![SubresourceDef {
-                name: "status".into(),
-                group: String::new(),
-                version: String::new(),
-                kind: kind.into(),
-                verbs: vec!["get".into(), "patch".into(), "update".into()],
-            }]
-        } else {
-            Vec::new()
-        },
-        custom: None,
-    }
+    crate::gated_apis::alpha_resource(GROUP, VERSION, resource, kind, namespaced, &[], status)
 }
 
 /// Serves the group version when `--runtime-config` asks, and records the gate.

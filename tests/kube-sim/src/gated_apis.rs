@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::Sim;
-use crate::request::{ApiRequest, User};
+use crate::kubernetes_service::{apiserver, internal_request};
 use crate::resources::{ResourceDef, SubresourceDef};
 
 pub const NETWORKING_ALPHA: &str = "networking.k8s.io/v1alpha1";
@@ -129,6 +129,19 @@ pub(crate) fn storage_version_hash(group: &str, version: &str, kind: &str) -> St
 }
 
 fn def(group: &str, resource: &str, kind: &str, short: &[&str], status: bool) -> ResourceDef {
+    alpha_resource(group, "v1alpha1", resource, kind, false, short, status)
+}
+
+/// A kind of a gated group version: every verb, and a `status` subresource when asked.
+pub(crate) fn alpha_resource(
+    group: &str,
+    version: &str,
+    resource: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    status: bool,
+) -> ResourceDef {
     let verbs = [
         "create",
         "delete",
@@ -141,15 +154,15 @@ fn def(group: &str, resource: &str, kind: &str, short: &[&str], status: bool) ->
     ];
     ResourceDef {
         group: group.into(),
-        version: "v1alpha1".into(),
+        version: version.into(),
         resource: resource.into(),
         kind: kind.into(),
         singular: kind.to_ascii_lowercase(),
-        namespaced: false,
+        namespaced,
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         short_names: short.iter().map(|s| s.to_string()).collect(),
         categories: Vec::new(),
-        storage_version_hash: storage_version_hash(group, "v1alpha1", kind),
+        storage_version_hash: storage_version_hash(group, version, kind),
         subresources: if status {
             vec![SubresourceDef {
                 name: "status".into(),
@@ -319,28 +332,6 @@ pub fn hostname() -> String {
         })
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "kube-sim".into())
-}
-
-fn apiserver() -> User {
-    User {
-        name: "system:apiserver".into(),
-        uid: String::new(),
-        groups: vec!["system:masters".into(), "system:authenticated".into()],
-        ..Default::default()
-    }
-}
-
-fn internal_request(method: http::Method) -> ApiRequest {
-    ApiRequest {
-        method,
-        path: String::new(),
-        query: Vec::new(),
-        accept: "application/json".into(),
-        content_type: "application/json".into(),
-        user_agent: "kube-apiserver".into(),
-        body: Default::default(),
-        user: Some(apiserver()),
-    }
 }
 
 /// RFC 3339 with microseconds, as a Lease's MicroTime is written.

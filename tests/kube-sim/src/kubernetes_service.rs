@@ -66,7 +66,9 @@ pub fn advertise_address(configured: Option<IpAddr>, listen: SocketAddr) -> Sock
     SocketAddr::new(ip, listen.port())
 }
 
-fn apiserver() -> User {
+/// kube-apiserver's own identity, as its loopback client writes (the other kube-sim
+/// parts that play the API server's own controllers use it too).
+pub(crate) fn apiserver() -> User {
     User {
         name: "system:apiserver".into(),
         uid: String::new(),
@@ -75,7 +77,8 @@ fn apiserver() -> User {
     }
 }
 
-fn internal_request(method: http::Method) -> ApiRequest {
+/// A write kube-apiserver makes through its loopback client.
+pub(crate) fn internal_request(method: http::Method) -> ApiRequest {
     ApiRequest {
         method,
         path: String::new(),

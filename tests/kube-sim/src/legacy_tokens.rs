@@ -28,7 +28,8 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::api::{now, Sim, API_AUDIENCE};
-use crate::request::{ApiRequest, User};
+use crate::kubernetes_service::{apiserver, internal_request};
+use crate::request::User;
 use crate::resources::ResourceDef;
 
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
@@ -300,29 +301,6 @@ fn is_being_deleted(object: &Value) -> bool {
     !object["metadata"]["deletionTimestamp"].is_null()
 }
 
-/// A write kube-apiserver makes through its loopback client.
-fn loopback_request(method: http::Method) -> ApiRequest {
-    ApiRequest {
-        method,
-        path: String::new(),
-        query: Vec::new(),
-        accept: "application/json".into(),
-        content_type: "application/json".into(),
-        user_agent: "kube-apiserver".into(),
-        body: Default::default(),
-        user: Some(apiserver()),
-    }
-}
-
-fn apiserver() -> User {
-    User {
-        name: "system:apiserver".into(),
-        uid: String::new(),
-        groups: vec!["system:masters".into()],
-        ..Default::default()
-    }
-}
-
 /// Whether a `since` value is a date as upstream writes and parses them.
 fn is_date(text: &str) -> bool {
     text.len() == 10 && chrono::NaiveDate::parse_from_str(text, DATE_FORMAT).is_ok()
@@ -434,7 +412,7 @@ impl Sim {
             name,
             None,
             &apiserver(),
-            &loopback_request(http::Method::PATCH),
+            &internal_request(http::Method::PATCH),
             Some(&op),
             |current| {
                 let mut doc = self.present(def, current);
@@ -496,7 +474,7 @@ impl Sim {
                     TRACKING_CONFIG_MAP,
                     None,
                     &apiserver(),
-                    &loopback_request(http::Method::PUT),
+                    &internal_request(http::Method::PUT),
                     Some(&op),
                     |current| {
                         let mut fixed = self.present(&def, current);

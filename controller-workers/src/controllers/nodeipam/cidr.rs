@@ -113,6 +113,30 @@ pub(crate) fn is_dual_stack(cidrs: &[Cidr]) -> bool {
     cidrs.iter().any(Cidr::is_ipv6) && cidrs.iter().any(|c| !c.is_ipv6())
 }
 
+/// `--cluster-cidr` checked as KCM's `validateCIDRs` (node-ipam and the route controller
+/// share it): one network, or one of each family.
+pub(crate) fn cluster_cidrs(flag: &str) -> Result<Vec<Cidr>, String> {
+    let mut cidrs = Vec::new();
+    for (index, text) in flag.trim().split(',').enumerate() {
+        let cidr =
+            Cidr::parse(text).map_err(|error| format!("invalid CIDR[{index}]: <nil> ({error})"))?;
+        cidrs.push(cidr);
+    }
+    if cidrs.len() > 1 && !is_dual_stack(&cidrs) {
+        return Err(format!(
+            "len of ClusterCIDRs=={} and they are not configured as dual stack (at least one from each IPFamily",
+            cidrs.len()
+        ));
+    }
+    if cidrs.len() > 2 {
+        return Err(format!(
+            "length of clusterCIDRs is:{} more than max allowed of 2",
+            cidrs.len()
+        ));
+    }
+    Ok(cidrs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

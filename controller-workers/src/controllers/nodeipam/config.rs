@@ -4,7 +4,7 @@
 //! allocator needs. Both `rkcm worker` and `rkcm launcher` run these checks, so a bad
 //! combination stops the launcher (exit 2) before it starts any child.
 
-use super::cidr::{is_dual_stack, Cidr};
+use super::cidr::{cluster_cidrs, is_dual_stack, Cidr};
 use super::Options;
 
 const DEFAULT_NODE_MASK_IPV4: i32 = 24;
@@ -101,29 +101,6 @@ pub(crate) fn validate(options: &Options) -> Result<Option<AllocatorConfig>, Str
         service_cidrs,
         warnings,
     }))
-}
-
-/// `--cluster-cidr`: one network, or one of each family.
-fn cluster_cidrs(flag: &str) -> Result<Vec<Cidr>, String> {
-    let mut cidrs = Vec::new();
-    for (index, text) in flag.trim().split(',').enumerate() {
-        let cidr =
-            Cidr::parse(text).map_err(|error| format!("invalid CIDR[{index}]: <nil> ({error})"))?;
-        cidrs.push(cidr);
-    }
-    if cidrs.len() > 1 && !is_dual_stack(&cidrs) {
-        return Err(format!(
-            "len of ClusterCIDRs=={} and they are not configured as dual stack (at least one from each IPFamily",
-            cidrs.len()
-        ));
-    }
-    if cidrs.len() > 2 {
-        return Err(format!(
-            "length of clusterCIDRs is:{} more than max allowed of 2",
-            cidrs.len()
-        ));
-    }
-    Ok(cidrs)
 }
 
 /// The node mask for each cluster CIDR: `--node-cidr-mask-size` for a single-stack

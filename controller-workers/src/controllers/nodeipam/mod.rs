@@ -11,7 +11,7 @@
 //! A full range records `CIDRNotAvailable` on the Node and retries with backoff; a
 //! deleted Node's blocks go back to their sets.
 
-mod cidr;
+pub(crate) mod cidr;
 mod cidrset;
 mod config;
 mod metrics;

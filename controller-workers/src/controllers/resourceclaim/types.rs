@@ -5,7 +5,7 @@
 //! Every type keeps the fields it does not name in `rest`, so an object written back
 //! (an update of a claim's status, of a scheduling context's spec) loses nothing.
 
-use std::borrow::Cow;
+use crate::api_types::resource;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -15,34 +15,6 @@ use serde_json::Value;
 /// The API group and version of the kinds below.
 pub(crate) const GROUP: &str = "resource.k8s.io";
 pub(crate) const VERSION: &str = "v1alpha2";
-
-macro_rules! namespaced_resource {
-    ($type:ident, $kind:literal, $group:expr, $version:expr, $plural:literal) => {
-        impl kube::Resource for $type {
-            type DynamicType = ();
-            type Scope = kube::core::NamespaceResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($group)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($version)
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
 
 /// Objects written with their `apiVersion` and `kind` filled in.
 pub(crate) trait TypeMeta: kube::Resource<DynamicType = ()> + Sized {
@@ -89,8 +61,9 @@ pub(crate) struct ResourceClaim {
     #[serde(default, skip_serializing_if = "ResourceClaimStatus::is_empty")]
     pub status: ResourceClaimStatus,
 }
-namespaced_resource!(
+resource!(
     ResourceClaim,
+    Namespace,
     "ResourceClaim",
     GROUP,
     VERSION,
@@ -165,8 +138,9 @@ pub(crate) struct ResourceClaimTemplate {
     #[serde(default)]
     pub spec: ResourceClaimTemplateSpec,
 }
-namespaced_resource!(
+resource!(
     ResourceClaimTemplate,
+    Namespace,
     "ResourceClaimTemplate",
     GROUP,
     VERSION,
@@ -198,8 +172,9 @@ pub(crate) struct PodSchedulingContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Value>,
 }
-namespaced_resource!(
+resource!(
     PodSchedulingContext,
+    Namespace,
     "PodSchedulingContext",
     GROUP,
     VERSION,
@@ -226,7 +201,7 @@ pub(crate) struct ClaimPod {
     #[serde(default)]
     pub status: ClaimPodStatus,
 }
-namespaced_resource!(ClaimPod, "Pod", "", "v1", "pods");
+resource!(ClaimPod, Namespace, "Pod", "", "v1", "pods");
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -2,106 +2,22 @@
 //! nodes' pod CIDRs, and what each node's NetworkUnavailable condition becomes.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::cloud::Route;
 
-/// A cluster CIDR: its first address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Cidr {
-    ipv6: bool,
-    base: u128,
-    prefix: u8,
-}
-
-impl Cidr {
-    /// Go's `ParseCIDR` (the address is masked to the network).
-    pub(super) fn parse(text: &str) -> Result<Cidr, String> {
-        let invalid = || format!("invalid CIDR address: {text}");
-        let (address, prefix) = text.split_once('/').ok_or_else(invalid)?;
-        let address: IpAddr = address.parse().map_err(|_| invalid())?;
-        let prefix: u8 = prefix.parse().map_err(|_| invalid())?;
-        let (ipv6, value, width) = match address {
-            IpAddr::V4(v4) => (false, u128::from(u32::from(v4)), 32),
-            IpAddr::V6(v6) => (true, u128::from(v6), 128),
-        };
-        if prefix > width || (prefix.to_string() != text.split_once('/').map_or("", |p| p.1)) {
-            return Err(invalid());
-        }
-        let host = host_mask(width, prefix);
-        Ok(Cidr {
-            ipv6,
-            base: value & !host,
-            prefix,
-        })
-    }
-
-    fn width(&self) -> u8 {
-        if self.ipv6 {
-            128
-        } else {
-            32
-        }
-    }
-
-    fn last(&self) -> u128 {
-        self.base | host_mask(self.width(), self.prefix)
-    }
-
-    fn contains(&self, ipv6: bool, address: u128) -> bool {
-        let host = host_mask(self.width(), self.prefix);
-        self.ipv6 == ipv6 && address & !host == self.base
-    }
-}
-
-fn host_mask(width: u8, prefix: u8) -> u128 {
-    let bits = u32::from(width - prefix.min(width));
-    let all = if bits >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    };
-    if width == 32 {
-        all & u128::from(u32::MAX)
-    } else {
-        all
-    }
-}
-
-/// KCM's `validateCIDRs` of `--cluster-cidr`: one CIDR, or a dual-stack pair.
-pub(super) fn cluster_cidrs(list: &str) -> Result<Vec<Cidr>, String> {
-    let cidrs = list
-        .trim()
-        .split(',')
-        .map(Cidr::parse)
-        .collect::<Result<Vec<_>, _>>()?;
-    let dual_stack = cidrs.iter().any(|c| c.ipv6) && cidrs.iter().any(|c| !c.ipv6);
-    if cidrs.len() > 1 && !dual_stack {
-        return Err(format!(
-            "len of ClusterCIDRs=={} and they are not configured as dual stack (at least one from each IPFamily",
-            cidrs.len()
-        ));
-    }
-    if cidrs.len() > 2 {
-        return Err(format!(
-            "length of clusterCIDRs is:{} more than max allowed of 2",
-            cidrs.len()
-        ));
-    }
-    Ok(cidrs)
-}
+pub(super) use crate::controllers::nodeipam::cidr::{cluster_cidrs, Cidr};
 
 /// Whether a route is the controller's: its first or last address is in a cluster CIDR.
 pub(super) fn is_responsible_for(route: &Route, cluster: &[Cidr]) -> bool {
     let Ok(cidr) = Cidr::parse(&route.destination_cidr) else {
         return false;
     };
-    cluster
-        .iter()
-        .any(|c| c.contains(cidr.ipv6, cidr.base) || c.contains(cidr.ipv6, cidr.last()))
+    cluster.iter().any(|c| {
+        c.contains(cidr.is_ipv6(), cidr.value()) || c.contains(cidr.is_ipv6(), cidr.last())
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +165,10 @@ mod tests {
             cluster_cidrs("10.0.0.0/8,11.0.0.0/8").unwrap_err(),
             "len of ClusterCIDRs==2 and they are not configured as dual stack (at least one from each IPFamily"
         );
-        assert_eq!(cluster_cidrs("").unwrap_err(), "invalid CIDR address: ");
+        assert_eq!(
+            cluster_cidrs("").unwrap_err(),
+            "invalid CIDR[0]: <nil> (invalid CIDR address: )"
+        );
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         let cluster = cluster_cidrs("10.244.0.0/16").unwrap();
         assert!(is_responsible_for(&route("a", "10.244.3.0/24"), &cluster));

@@ -3,7 +3,7 @@
 //! cluster-scoped; the controller writes them only by patch, so unread fields need no
 //! keeping.
 
-use std::borrow::Cow;
+use crate::api_types::resource;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,34 +20,6 @@ pub(crate) const ALLOCATOR: &str = "ipallocator.k8s.io";
 /// `networkingv1alpha1.LabelIPAddressFamily`.
 pub(crate) const LABEL_IP_FAMILY: &str = "ipaddress.kubernetes.io/ip-family";
 
-macro_rules! cluster_resource {
-    ($type:ident, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $type {
-            type DynamicType = ();
-            type Scope = kube::core::ClusterResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(GROUP)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(VERSION)
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub(crate) struct ServiceCIDR {
     #[serde(default)]
@@ -57,7 +29,14 @@ pub(crate) struct ServiceCIDR {
     #[serde(default)]
     pub status: BTreeMap<String, Value>,
 }
-cluster_resource!(ServiceCIDR, "ServiceCIDR", "servicecidrs");
+resource!(
+    ServiceCIDR,
+    Cluster,
+    "ServiceCIDR",
+    GROUP,
+    VERSION,
+    "servicecidrs"
+);
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub(crate) struct ServiceCIDRSpec {
@@ -70,4 +49,11 @@ pub(crate) struct IPAddress {
     #[serde(default)]
     pub metadata: ObjectMeta,
 }
-cluster_resource!(IPAddress, "IPAddress", "ipaddresses");
+resource!(
+    IPAddress,
+    Cluster,
+    "IPAddress",
+    GROUP,
+    VERSION,
+    "ipaddresses"
+);
