@@ -27,7 +27,6 @@ mod locks;
 pub mod metrics;
 pub mod pod_control;
 pub mod pods;
-pub mod quantity;
 pub mod queue;
 pub mod rate_limiter;
 pub mod recorder;

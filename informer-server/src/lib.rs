@@ -11,6 +11,7 @@ pub mod cache;
 pub mod informers;
 pub mod metrics;
 pub mod object;
+pub mod readable;
 pub mod reflector;
 pub mod selector;
 pub mod server;

@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use rkcm_gocompat::fields::resource_fields_of;
 use rkcm_proto::v1::GroupVersionResource;
 use rkcm_proto::SharedWatchEvent;
 use serde_json::Value;
-
-use crate::selector::selectable_fields;
 
 /// `namespace/name`, or `name` for cluster-scoped objects: the key of the cache and of the
 /// subscriber queues, as client-go's MetaNamespaceKeyFunc.
@@ -97,9 +96,10 @@ impl CachedObject {
                     .collect()
             })
             .unwrap_or_default();
-        let fields = selectable_fields(&gvr.group, &gvr.resource)
-            .iter()
-            .map(|&path| (path, field_value(&value, path)))
+        let selectable = resource_fields_of(&gvr.group, &gvr.resource);
+        let fields = selectable
+            .selectable_labels()
+            .map(|label| (label, selectable.value(&value, label).unwrap_or_default()))
             .collect();
         let json = serde_json::to_vec(&value).map_err(|_| ObjectError::NotAnObject)?;
         let key: ObjectKey = object_key(&namespace, &name).into();
@@ -215,24 +215,6 @@ fn encode_envelope(
     let body = SharedWatchEvent::encode_body(gvr, namespace, name, uid, resource_version, json);
     let offset = body.len() - json.len();
     (body, offset)
-}
-
-/// The value of a dotted field path as a field selector compares it: strings as they are,
-/// numbers and booleans as text, a missing field as "".
-pub fn field_value(object: &Value, path: &str) -> String {
-    let mut current = object;
-    for part in path.split('.') {
-        match current.get(part) {
-            Some(next) => current = next,
-            None => return String::new(),
-        }
-    }
-    match current {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
-    }
 }
 
 #[cfg(test)]

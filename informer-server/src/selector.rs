@@ -1,13 +1,15 @@
 //! What a List or Watch asks for: namespace, label selector, field selector and shard,
 //! parsed once per request and matched against each cached object.
 //!
-//! Label selectors follow the API server's grammar (`a=b`, `a==b`, `a!=b`, `a in (x,y)`,
-//! `a notin (x)`, `a`, `!a`); field selectors take `f=v`, `f==v`, `f!=v` on
-//! metadata.name, metadata.namespace and the fields the API server lets one select on for
-//! that resource.
+//! Label selectors are the API server's (`rkcm_gocompat::labels`: `a=b`, `a==b`, `a!=b`,
+//! `a in (x,y)`, `a notin (x)`, `a`, `!a`, `a>1`, with its validation); field selectors
+//! are its grammar too (`f=v`, `f==v`, `f!=v`, `\` escapes: `rkcm_gocompat::fields`), on
+//! the field labels the API server (v1.29) accepts for that resource, with its aliases,
+//! plus rkcm's owner-uid field.
 
 use std::collections::BTreeMap;
 
+use rkcm_gocompat::fields::resource_fields_of;
 use rkcm_proto::v1::Shard;
 
 use crate::object::CachedObject;
@@ -28,217 +30,28 @@ pub enum SelectorError {
     Shard { index: u32, count: u32 },
 }
 
-/// The fields beyond metadata.name and metadata.namespace that the API server (v1.29)
-/// accepts in field selectors, per resource.
-pub fn selectable_fields(group: &str, resource: &str) -> &'static [&'static str] {
-    match (group, resource) {
-        ("", "pods") => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        ("", "events") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        ("", "secrets") => &["type"],
-        ("", "nodes") => &["spec.unschedulable"],
-        ("", "namespaces") => &["status.phase"],
-        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
-        ("batch", "jobs") => &["status.successful"],
-        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
-        _ => &[],
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum LabelRequirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    DoesNotExist(String),
-}
-
-impl LabelRequirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        match self {
-            LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
-            LabelRequirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            LabelRequirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
-            LabelRequirement::NotIn(k, vs) => !labels.get(k).is_some_and(|l| vs.contains(l)),
-            LabelRequirement::Exists(k) => labels.contains_key(k),
-            LabelRequirement::DoesNotExist(k) => !labels.contains_key(k),
-        }
-    }
-}
-
+/// A label selector in the API server's grammar, validation and messages (the one
+/// Go-compatibility copy, [`rkcm_gocompat::labels`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LabelSelector(Vec<LabelRequirement>);
+pub struct LabelSelector(rkcm_gocompat::LabelSelector);
 
 impl LabelSelector {
     pub fn parse(selector: &str) -> Result<Self, SelectorError> {
-        let err = |reason: &str| SelectorError::Label {
-            selector: selector.to_string(),
-            reason: reason.to_string(),
-        };
-        let mut requirements = Vec::new();
-        for term in split_top_level(selector).map_err(|r| err(&r))? {
-            let term = term.trim();
-            if term.is_empty() {
-                if selector.trim().is_empty() {
-                    continue;
-                }
-                return Err(err("empty requirement"));
-            }
-            requirements.push(parse_label_term(term).map_err(|r| err(&r))?);
-        }
-        Ok(LabelSelector(requirements))
+        rkcm_gocompat::LabelSelector::parse(selector)
+            .map(LabelSelector)
+            .map_err(|reason| SelectorError::Label {
+                selector: selector.to_string(),
+                reason,
+            })
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.0.iter().all(|r| r.matches(labels))
+        self.0.matches(labels)
     }
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-}
-
-/// Splits on commas that are not inside a `( )` value set.
-fn split_top_level(selector: &str) -> Result<Vec<&str>, String> {
-    let mut terms = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in selector.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err("unbalanced ')'".into());
-                }
-            }
-            ',' if depth == 0 => {
-                terms.push(&selector[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err("unbalanced '('".into());
-    }
-    terms.push(&selector[start..]);
-    Ok(terms)
-}
-
-fn parse_label_term(term: &str) -> Result<LabelRequirement, String> {
-    if let Some(key) = term.strip_prefix('!') {
-        return Ok(LabelRequirement::DoesNotExist(valid_key(key.trim())?));
-    }
-    if let Some((key, value)) = term.split_once("!=") {
-        return Ok(LabelRequirement::NotEquals(
-            valid_key(key.trim())?,
-            valid_value(value.trim())?,
-        ));
-    }
-    if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
-        return Ok(LabelRequirement::Equals(
-            valid_key(key.trim())?,
-            valid_value(value.trim())?,
-        ));
-    }
-    let words: Vec<&str> = term.splitn(2, char::is_whitespace).collect();
-    if words.len() == 2 {
-        let key = valid_key(words[0])?;
-        let rest = words[1].trim();
-        let (op, set) = if let Some(set) = rest.strip_prefix("notin") {
-            ("notin", set)
-        } else if let Some(set) = rest.strip_prefix("in") {
-            ("in", set)
-        } else {
-            return Err(format!("unknown operator in {term:?}"));
-        };
-        let set = set.trim();
-        let inner = set
-            .strip_prefix('(')
-            .and_then(|s| s.strip_suffix(')'))
-            .ok_or_else(|| format!("{op} needs a parenthesised set of values, found {set:?}"))?;
-        let values = inner
-            .split(',')
-            .map(|v| valid_value(v.trim()))
-            .collect::<Result<Vec<_>, _>>()?;
-        if op == "in" && values.iter().all(String::is_empty) {
-            return Err(format!("{op} needs at least one value"));
-        }
-        return Ok(if op == "in" {
-            LabelRequirement::In(key, values)
-        } else {
-            LabelRequirement::NotIn(key, values)
-        });
-    }
-    Ok(LabelRequirement::Exists(valid_key(term)?))
-}
-
-fn valid_key(key: &str) -> Result<String, String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty()
-            || prefix.len() > 253
-            || !prefix
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        {
-            return Err(format!(
-                "key {key:?} has an invalid prefix (a DNS subdomain is required)"
-            ));
-        }
-    }
-    if name.is_empty() || name.len() > 63 || !valid_label_chars(name) {
-        return Err(format!(
-            "key {key:?}: a name must be 63 characters or less, start and end with an alphanumeric character, with '-', '_' or '.' between"
-        ));
-    }
-    Ok(key.to_string())
-}
-
-fn valid_value(value: &str) -> Result<String, String> {
-    if value.is_empty() {
-        return Ok(String::new());
-    }
-    if value.len() > 63 || !valid_label_chars(value) {
-        return Err(format!(
-            "value {value:?}: must be 63 characters or less, start and end with an alphanumeric character, with '-', '_' or '.' between"
-        ));
-    }
-    Ok(value.to_string())
-}
-
-fn valid_label_chars(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// An rkcm extension to field selectors: objects with an owner reference to this uid
@@ -247,6 +60,7 @@ pub const OWNER_UID_FIELD: &str = "metadata.ownerReferences.uid";
 
 #[derive(Debug, Clone, PartialEq)]
 struct FieldRequirement {
+    /// The canonical field label (an alias already rewritten).
     field: String,
     value: String,
     equal: bool,
@@ -257,54 +71,39 @@ pub struct FieldSelector(Vec<FieldRequirement>);
 
 impl FieldSelector {
     pub fn parse(selector: &str, group: &str, resource: &str) -> Result<Self, SelectorError> {
+        let parsed = rkcm_gocompat::FieldSelector::parse(selector).map_err(|reason| {
+            SelectorError::Field {
+                selector: selector.into(),
+                reason,
+            }
+        })?;
+        let supported = resource_fields_of(group, resource);
         let mut requirements = Vec::new();
-        for term in selector.split(',') {
-            let term = term.trim();
-            if term.is_empty() {
-                if selector.trim().is_empty() {
-                    continue;
-                }
-                return Err(SelectorError::Field {
-                    selector: selector.into(),
-                    reason: "empty requirement".into(),
-                });
-            }
-            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
-                (f, v, false)
-            } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                (f, v, true)
+        for (field, value, not_equal) in parsed.terms() {
+            let field = if field == OWNER_UID_FIELD {
+                OWNER_UID_FIELD
             } else {
-                return Err(SelectorError::Field {
-                    selector: selector.into(),
-                    reason: format!("{term:?} is not of the form field=value or field!=value"),
-                });
+                supported.canonical(field).ok_or_else(|| {
+                    let mut known = vec![
+                        "\"metadata.name\"".to_string(),
+                        "\"metadata.namespace\"".to_string(),
+                    ];
+                    known.extend(supported.selectable_labels().map(|f| format!("{f:?}")));
+                    SelectorError::UnknownField {
+                        field: field.into(),
+                        resource: if group.is_empty() {
+                            resource.to_string()
+                        } else {
+                            format!("{resource}.{group}")
+                        },
+                        known: known.join(", "),
+                    }
+                })?
             };
-            let field = field.trim();
-            let extra = selectable_fields(group, resource);
-            if !matches!(
-                field,
-                "metadata.name" | "metadata.namespace" | OWNER_UID_FIELD
-            ) && !extra.contains(&field)
-            {
-                let mut known = vec![
-                    "\"metadata.name\"".to_string(),
-                    "\"metadata.namespace\"".to_string(),
-                ];
-                known.extend(extra.iter().map(|f| format!("{f:?}")));
-                return Err(SelectorError::UnknownField {
-                    field: field.into(),
-                    resource: if group.is_empty() {
-                        resource.to_string()
-                    } else {
-                        format!("{resource}.{group}")
-                    },
-                    known: known.join(", "),
-                });
-            }
             requirements.push(FieldRequirement {
                 field: field.to_string(),
-                value: value.trim().to_string(),
-                equal,
+                value: value.to_string(),
+                equal: !not_equal,
             });
         }
         Ok(FieldSelector(requirements))
@@ -419,7 +218,11 @@ mod tests {
 
     #[test]
     fn label_selector_errors_say_what_is_wrong() {
-        for bad in ["app in (a", "a,,b", "-bad=x", "app=", "x in ()", "a b c"] {
+        // Upstream reads `()` as the one empty value.
+        let empty_value = LabelSelector::parse("x in ()").unwrap();
+        assert!(empty_value.matches(&labels(&[("x", "")])));
+        assert!(!empty_value.matches(&labels(&[])));
+        for bad in ["app in (a", "a,,b", "-bad=x", "app=", "x notin", "a b c"] {
             let result = LabelSelector::parse(bad);
             if bad == "app=" {
                 // An empty value is allowed, as by the API server.
@@ -443,6 +246,45 @@ mod tests {
         assert!(FieldSelector::parse("metadata.name", "", "pods").is_err());
         let s = FieldSelector::parse("metadata.name!=a,spec.nodeName=", "", "pods").unwrap();
         assert_eq!(s.required("spec.nodeName"), Some(""));
+    }
+
+    fn cached(group: &str, resource: &str, object: serde_json::Value) -> CachedObject {
+        let gvr = std::sync::Arc::new(rkcm_proto::v1::GroupVersionResource {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+        });
+        CachedObject::from_value(&gvr, object).unwrap()
+    }
+
+    /// The labels read what the API server's registries read: jobs' `status.successful` is
+    /// `status.succeeded`, a missing bool is "false", pods' `spec.host` is `spec.nodeName`.
+    #[test]
+    fn field_labels_read_what_the_registries_read() {
+        let meta = |name: &str| serde_json::json!({"name": name, "namespace": "ns", "resourceVersion": "1"});
+        let job = cached(
+            "batch",
+            "jobs",
+            serde_json::json!({"metadata": meta("j"), "status": {"succeeded": 2}}),
+        );
+        assert!(FieldSelector::parse("status.successful=2", "batch", "jobs")
+            .unwrap()
+            .matches(&job));
+        let pod = cached(
+            "",
+            "pods",
+            serde_json::json!({"metadata": meta("p"), "spec": {"nodeName": "n1"}}),
+        );
+        let by_host = FieldSelector::parse("spec.host=n1", "", "pods").unwrap();
+        assert_eq!(by_host.required("spec.nodeName"), Some("n1"));
+        assert!(by_host.matches(&pod));
+        assert!(FieldSelector::parse("spec.hostNetwork=false", "", "pods")
+            .unwrap()
+            .matches(&pod));
+        // Upstream's escapes.
+        let escaped = FieldSelector::parse(r"metadata.name=a\,b", "", "pods").unwrap();
+        assert_eq!(escaped.required("metadata.name"), Some("a,b"));
+        assert!(FieldSelector::parse("status.replicas=1", "apps", "replicasets").is_err());
     }
 
     #[test]

@@ -22,6 +22,7 @@ use tracing::{debug, info};
 
 use crate::cache::ResourceCache;
 use crate::informers::{Informers, LookupError};
+use crate::readable;
 use crate::selector::Filter;
 use crate::subscriber_queue::SubscriberQueue;
 
@@ -119,18 +120,20 @@ impl Informer for InformerService {
         let after = (!request.r#continue.is_empty()).then_some(request.r#continue.as_str());
         let page = cache.list(&filter, limit, after);
         let metadata_only = request.projection() == Projection::Metadata;
-        let items = page
-            .items
-            .iter()
-            .map(|o| {
-                let json = if metadata_only {
-                    o.metadata_json()
-                } else {
-                    o.json()
-                };
-                String::from_utf8_lossy(&json).into_owned()
-            })
-            .collect();
+        let texts = page.items.iter().map(|o| {
+            if metadata_only {
+                o.metadata_json()
+            } else {
+                o.json()
+            }
+        });
+        let (items, readable_items) = if request.readable {
+            let rendered = texts.filter_map(|json| readable::object_struct(&json));
+            (Vec::new(), rendered.collect())
+        } else {
+            let text = texts.map(|json| String::from_utf8_lossy(&json).into_owned());
+            (text.collect(), Vec::new())
+        };
         Ok(Response::new(ListResponse {
             resource_version: page.resource_version,
             r#continue: page
@@ -138,6 +141,7 @@ impl Informer for InformerService {
                 .map(|k| k.to_string())
                 .unwrap_or_default(),
             items,
+            readable_items,
         }))
     }
 
@@ -166,9 +170,15 @@ impl Informer for InformerService {
         } else {
             object.json()
         };
+        let (object, readable_object) = if request.readable {
+            (String::new(), readable::object_struct(&json))
+        } else {
+            (String::from_utf8_lossy(&json).into_owned(), None)
+        };
         Ok(Response::new(GetResponse {
             resource_version,
-            object: String::from_utf8_lossy(&json).into_owned(),
+            object,
+            readable_object,
         }))
     }
 
@@ -213,14 +223,18 @@ impl Informer for InformerService {
             .then(|| request.resume_from_resource_version.clone());
         info!(resource = %cache.info.gvr.path(), %subscriber, resume_from = resume.as_deref().unwrap_or(""), "subscriber joined");
         let id = cache.subscribe(queue.clone(), resume);
+        let render = request.readable;
         let subscription = Subscription {
             cache,
             informers: self.informers.clone(),
             queue,
             id,
         };
-        let stream = futures::stream::unfold(subscription, |subscription| async move {
-            let event = subscription.queue.next().await?;
+        let stream = futures::stream::unfold(subscription, move |subscription| async move {
+            let mut event = subscription.queue.next().await?;
+            if render {
+                event = readable::readable_event(event);
+            }
             let bytes = event.encoded_len() as u64;
             subscription
                 .queue

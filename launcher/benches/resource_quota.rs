@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use rkcm_controller_workers::quantity::Quantity;
+use rkcm_gocompat::Quantity;
 use serde_json::json;
 
 const PODS: usize = 10_000;

@@ -533,7 +533,10 @@ async fn bad_requests_get_clear_errors() {
     let status = client.watch(request).await.expect_err("bad selector");
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(
-        status.message().contains("unbalanced"),
+        // The API server's own parse error (labels.Parse).
+        status
+            .message()
+            .contains("unable to parse requirement: found '', expected: ',' or ')'"),
         "{}",
         status.message()
     );
@@ -738,6 +741,120 @@ async fn grpcurl_lists_describes_and_watches_without_the_proto_file() {
         watched[added..].contains(r#"\"data\":{\"k\":\"world\"}"#),
         "{watched}"
     );
+    cluster.cleanup().await;
+}
+
+/// Every JSON message grpcurl printed (one pretty-printed object per message).
+fn grpcurl_messages(out: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(out)
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcurl_shows_objects_as_nested_json_when_asked() {
+    let grpcurl = grpcurl().unwrap();
+    let cluster = TestCluster::start().await.unwrap();
+    let ns = cluster.namespace("readable").await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &ns);
+    configmap(&api, "hello", "world").await;
+    let server = InformerServer::start(&cluster, &[]).await.unwrap();
+    let socket = server.socket.to_string_lossy().into_owned();
+    let call = |method: &str, request: Value, max_time: Option<&str>| {
+        let mut args: Vec<String> = vec!["-plaintext".into(), "-unix".into()];
+        if let Some(seconds) = max_time {
+            args.extend(["-max-time".into(), seconds.into()]);
+        }
+        args.extend([
+            "-d".into(),
+            request.to_string(),
+            socket.clone(),
+            format!("rkcm.informer.v1.Informer/{method}"),
+        ]);
+        let grpcurl = grpcurl.clone();
+        async move {
+            let out = tokio::process::Command::new(&grpcurl)
+                .args(&args)
+                .output()
+                .await
+                .expect("run grpcurl");
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let resource = json!({"version": "v1", "resource": "configmaps"});
+
+    // -max-time ends the stream with DeadlineExceeded; what was printed is what counts.
+    let (watched, err) = call(
+        "Watch",
+        json!({"resource": resource, "namespace": ns, "readable": true}),
+        Some("5"),
+    )
+    .await;
+    let events = grpcurl_messages(&watched);
+    let added = events
+        .iter()
+        .find(|e| e["type"] == "ADDED" && e["name"] == "hello")
+        .unwrap_or_else(|| panic!("no ADDED event for hello in {watched}; stderr {err}"));
+    // The object is nested JSON in the output, not an escaped string.
+    assert_eq!(added["readableObject"]["data"]["k"], "world", "{watched}");
+    assert_eq!(
+        added["readableObject"]["metadata"]["name"], "hello",
+        "{watched}"
+    );
+    assert_eq!(added["readableObject"]["kind"], "ConfigMap", "{watched}");
+    assert!(added.get("object").is_none(), "{watched}");
+    assert!(!watched.contains(r#"\"data\""#), "{watched}");
+    assert!(events.iter().any(|e| e["type"] == "SYNCED"), "{watched}");
+
+    // List and Get render the same way on request, and as JSON text without it.
+    let (listed, err) = call(
+        "List",
+        json!({"resource": resource, "namespace": ns, "readable": true}),
+        None,
+    )
+    .await;
+    let list = grpcurl_messages(&listed);
+    let items = list
+        .first()
+        .and_then(|l| l["readableItems"].as_array())
+        .unwrap_or_else(|| panic!("no readableItems in {listed}; stderr {err}"));
+    assert!(
+        items
+            .iter()
+            .any(|i| i["metadata"]["name"] == "hello" && i["data"]["k"] == "world"),
+        "{listed}"
+    );
+    assert!(list[0].get("items").is_none(), "{listed}");
+    let (got, err) = call(
+        "Get",
+        json!({"resource": resource, "namespace": ns, "name": "hello", "readable": true}),
+        None,
+    )
+    .await;
+    let got = grpcurl_messages(&got);
+    assert_eq!(
+        got.first().map(|g| &g["readableObject"]["data"]["k"]),
+        Some(&json!("world")),
+        "{got:?}; stderr {err}"
+    );
+    let (plain, _) = call(
+        "Get",
+        json!({"resource": resource, "namespace": ns, "name": "hello"}),
+        None,
+    )
+    .await;
+    let plain = grpcurl_messages(&plain);
+    let text = plain
+        .first()
+        .and_then(|g| g["object"].as_str())
+        .unwrap_or_default();
+    let object: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{plain:?}"));
+    assert_eq!(object["data"]["k"], "world");
+    assert!(plain[0].get("readableObject").is_none(), "{plain:?}");
     cluster.cleanup().await;
 }
 

@@ -309,8 +309,11 @@ async fn bad_configuration_exits_2_with_the_reason() {
             "invalid value 'endpoints'",
         ),
         (
-            vec!["--controllers", "*,storage-version-gc"],
-            "storageversion-garbage-collector-controller is not implemented in this version",
+            vec![
+                "--controllers",
+                "*,validatingadmissionpolicy-status-controller",
+            ],
+            "validatingadmissionpolicy-status-controller is not implemented in this version",
         ),
         (
             vec!["--leader-elect-lease-duration", "5s"],

@@ -16,11 +16,11 @@ use crate::managed_fields::{self, Operation};
 use crate::metrics::Metrics;
 use crate::request::{ApiRequest, ApiResponse, Representation, ResourcePath, User};
 use crate::resources::{Registry, ResourceDef};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::{success, ApiError, ApiResult, Subject};
 use crate::store::{obj_key, ResKey, Store, Txn};
 use crate::validation::FieldCause;
 use crate::{defaults, strategic_merge, table, typed, validation};
+use rkcm_gocompat::{FieldSelector, LabelSelector};
 
 pub struct Sim {
     pub registry: Registry,
@@ -799,7 +799,7 @@ impl Sim {
         }
         if let Some(f) = &opts.fields {
             let resource = def.qualified_resource();
-            let get = |field: &str| crate::selectors::field_value(&resource, obj, field);
+            let get = |field: &str| rkcm_gocompat::fields::field_value(&resource, obj, field);
             if !f.matches(&get) {
                 return false;
             }

@@ -16,6 +16,7 @@
 //! type is left alone.
 
 use crate::validation::VOLUME_SOURCES;
+use rkcm_gocompat::Quantity;
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
@@ -964,80 +965,6 @@ pub fn image_pull_policy(image: &str) -> &'static str {
 // Quantities and QoS
 // ---------------------------------------------------------------------------------------
 
-/// Parses a resource quantity ("100m", "1Gi", "2", "1e3") into nano-units (value × 10⁹).
-/// Returns None when the string is not a quantity.
-pub fn parse_quantity_nanos(s: &str) -> Option<i128> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let (neg, body) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let num_end = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (num, suffix) = body.split_at(num_end);
-    if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-        return None;
-    }
-    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    // mantissa as integer with `frac_len` decimal places
-    let digits = format!("{int_part}{frac_part}");
-    let digits = digits.trim_start_matches('0');
-    let mantissa: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().ok()?
-    };
-    let mut dec_exp: i32 = -(frac_part.len() as i32);
-    let mut bin_mult: i128 = 1;
-    match suffix {
-        "" => {}
-        "n" => dec_exp -= 9,
-        "u" => dec_exp -= 6,
-        "m" => dec_exp -= 3,
-        "k" => dec_exp += 3,
-        "M" => dec_exp += 6,
-        "G" => dec_exp += 9,
-        "T" => dec_exp += 12,
-        "P" => dec_exp += 15,
-        "E" => dec_exp += 18,
-        "Ki" => bin_mult = 1 << 10,
-        "Mi" => bin_mult = 1 << 20,
-        "Gi" => bin_mult = 1 << 30,
-        "Ti" => bin_mult = 1 << 40,
-        "Pi" => bin_mult = 1 << 50,
-        "Ei" => bin_mult = 1 << 60,
-        other => {
-            let rest = other
-                .strip_prefix('e')
-                .or_else(|| other.strip_prefix('E'))?;
-            let e: i32 = rest.parse().ok()?;
-            if !(-40..=40).contains(&e) {
-                return None;
-            }
-            dec_exp += e;
-        }
-    }
-    // value * 1e9 = mantissa * bin_mult * 10^(dec_exp + 9)
-    let mut v = mantissa.checked_mul(bin_mult)?;
-    let e = dec_exp + 9;
-    if e >= 0 {
-        for _ in 0..e {
-            v = v.checked_mul(10)?;
-        }
-    } else {
-        for _ in 0..(-e) {
-            // round up, as the API server rounds fractional values up
-            v = v / 10 + i128::from(v % 10 != 0);
-        }
-    }
-    Some(if neg { -v } else { v })
-}
-
 /// The QoS class kube-apiserver records in `status.qosClass` for a pod (after defaulting):
 /// BestEffort, Burstable or Guaranteed, from the cpu/memory requests and limits of its
 /// containers and init containers.
@@ -1067,7 +994,9 @@ fn pod_qos_class_obj(pod: &Obj) -> &'static str {
                             .filter(|(k, _)| *k == "cpu" || *k == "memory")
                             .filter_map(|(k, v)| {
                                 let q = match v {
-                                    Value::String(s) => parse_quantity_nanos(s),
+                                    Value::String(s) => {
+                                        Quantity::from_api(s).ok().and_then(|q| q.nano_value())
+                                    }
                                     Value::Number(n) => n.as_f64().map(|f| (f * 1e9) as i128),
                                     _ => None,
                                 }?;
@@ -1946,19 +1875,6 @@ mod tests {
         // other resources do not count
         let eph = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}]}});
         assert_eq!(pod_qos_class(&eph), "BestEffort");
-    }
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity_nanos("1"), Some(1_000_000_000));
-        assert_eq!(parse_quantity_nanos("100m"), Some(100_000_000));
-        assert_eq!(parse_quantity_nanos("1Ki"), Some(1024 * 1_000_000_000));
-        assert_eq!(parse_quantity_nanos("1.5"), Some(1_500_000_000));
-        assert_eq!(parse_quantity_nanos("1e3"), Some(1_000_000_000_000));
-        assert_eq!(parse_quantity_nanos("1Gi"), parse_quantity_nanos("1024Mi"));
-        assert_eq!(parse_quantity_nanos("abc"), None);
-        assert_eq!(parse_quantity_nanos(""), None);
-        assert_eq!(parse_quantity_nanos("1x"), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use rkcm_gocompat::gofmt::quote_list;
 use serde_json::{json, Value};
 
 use crate::api::{now, Sim, API_AUDIENCE};
@@ -201,11 +202,6 @@ fn audiences(claims: &Value) -> Result<Vec<String>, String> {
     }
 }
 
-fn go_quoted_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
-    format!("[{}]", quoted.join(" "))
-}
-
 /// A verified token's claims, before the lookup.
 struct LegacyClaims {
     subject: String,
@@ -257,8 +253,8 @@ fn verify(
     if !token_audiences.iter().any(|a| requested.contains(a)) {
         return Err(Some(format!(
             "token audiences {} is invalid for the target audiences {}",
-            go_quoted_list(&token_audiences),
-            go_quoted_list(&requested)
+            quote_list(&token_audiences),
+            quote_list(&requested)
         )));
     }
     let claim = |key: &str| string_claim(&claims, key).map_err(Some);

@@ -22,12 +22,12 @@ use http::Method;
 use serde_json::{json, Map, Value};
 
 use crate::api::{now, timestamp, Sim};
-use crate::quota::quantity::{Format, Quantity};
 use crate::request::{ApiRequest, ApiResponse};
 use crate::resources::{Registry, ResourceDef};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::ResKey;
+use rkcm_gocompat::quantity::{Format, Quantity};
+use rkcm_gocompat::{FieldSelector, LabelSelector};
 
 /// Pod annotation: the pod's CPU usage (a quantity, e.g. `250m`), split over its containers.
 pub const CPU_USAGE: &str = "sim.rkcm.io/cpu-usage";
@@ -232,10 +232,9 @@ impl Selectors {
 
     fn pod_matches(&self, pod: &Value) -> bool {
         self.labels_match(&string_map(&pod["metadata"]["labels"]))
-            && self
-                .fields
-                .as_ref()
-                .is_none_or(|f| f.matches(&|name| crate::selectors::field_value("pods", pod, name)))
+            && self.fields.as_ref().is_none_or(|f| {
+                f.matches(&|name| rkcm_gocompat::fields::field_value("pods", pod, name))
+            })
     }
 }
 
@@ -291,7 +290,7 @@ fn memory_quantity(bytes: i128) -> String {
 /// A quantity annotation's value × 10⁹; an absent, malformed or negative value is 0.
 fn annotation_nanos(annotations: &Map<String, Value>, key: &str) -> Option<i128> {
     let text = annotations.get(key)?.as_str()?;
-    match crate::defaults::parse_quantity_nanos(text) {
+    match Quantity::from_api(text).ok().and_then(|q| q.nano_value()) {
         Some(n) if n >= 0 => Some(n),
         _ => {
             tracing::debug!(

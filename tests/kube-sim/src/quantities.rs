@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 pub use crate::quantity_paths::QUANTITY_PATHS;
-use crate::quota::quantity::{Quantity, QuantityError};
+use rkcm_gocompat::quantity::{Quantity, QuantityError};
 
 /// Rewrites every quantity field of a built-in object in place to its stored form; the
 /// error is Go's parse error of the first field that is not a quantity.

@@ -16,16 +16,14 @@
 //!
 //! Only quotas whose `status.hard` names something the object uses count: a quota its
 //! controller has not seen yet limits nothing, as on a real server. The evaluators, the
-//! resource-list arithmetic and the quantities are the controller's own files
-//! (`controller-workers/src/controllers/resourcequota/`, `controller-workers/src/quantity.rs`),
-//! compiled here too, as kube-apiserver and kube-controller-manager share
-//! `pkg/quota/v1`. Not done: the plugin's admission configuration (`limitedResources`),
+//! resource-list arithmetic are the controller's own files
+//! (`controller-workers/src/controllers/resourcequota/`), compiled here too, as kube-apiserver
+//! and kube-controller-manager share `pkg/quota/v1`; the quantities are the one
+//! `rkcm_gocompat::quantity`. Not done: the plugin's admission configuration (`limitedResources`),
 //! which kube-sim does not take.
 
 #[path = "../../../controller-workers/src/controllers/resourcequota/evaluator.rs"]
 pub mod evaluator;
-#[path = "../../../controller-workers/src/quantity.rs"]
-pub mod quantity;
 #[path = "../../../controller-workers/src/controllers/resourcequota/resources.rs"]
 pub mod resources;
 #[path = "../../../controller-workers/src/controllers/resourcequota/scopes.rs"]

@@ -15,9 +15,9 @@ use std::cmp::Ordering;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::quota::quantity::Quantity;
 use crate::status::{ApiError, ApiResult, Subject};
 use crate::store::{ResKey, Txn};
+use rkcm_gocompat::quantity::Quantity;
 
 /// `v1.BetaStorageClassAnnotation`: read before `spec.storageClassName`.
 const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";

@@ -158,7 +158,7 @@ fn lookup_struct(ty: Ty, key: &str) -> Res<(Ty, Strat)> {
         Ty::Opaque(name) => Err(PatchError::new(format!(
             "unable to find api field in struct {} for the json field {}",
             name,
-            crate::gofmt::quote(key)
+            rkcm_gocompat::gofmt::quote(key)
         ))),
         Ty::S(name) => Ok(match field_meta(name, key) {
             Some((t, s, _)) => (t, s),
@@ -630,7 +630,7 @@ fn extract_key(s: &str, prefix: &str) -> Res<String> {
             } else {
                 format!(
                     "fail to find unknown prefix {} in {}\n",
-                    crate::gofmt::quote(prefix),
+                    rkcm_gocompat::gofmt::quote(prefix),
                     s
                 )
             },
@@ -2674,7 +2674,7 @@ mod tests {
             "map[a:map[x:true] b:[1 2.5 <nil>]]"
         );
         assert_eq!(go_s(&json!(true)), "%!s(bool=true)");
-        assert_eq!(crate::gofmt::quote("a\"b"), "\"a\\\"b\"");
+        assert_eq!(rkcm_gocompat::gofmt::quote("a\"b"), "\"a\\\"b\"");
     }
 
     #[test]

@@ -1958,7 +1958,7 @@ fn quantity(v: Option<&Value>, missing: &str) -> String {
         Some(Value::Null) | None => return missing.to_string(),
         Some(other) => return other.to_string(),
     };
-    match crate::quota::quantity::Quantity::from_api(&raw) {
+    match rkcm_gocompat::quantity::Quantity::from_api(&raw) {
         Ok(quantity) => quantity.to_string(),
         Err(_) => raw,
     }

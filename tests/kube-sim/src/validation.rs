@@ -16,6 +16,12 @@
 //! reported when upstream would require it).
 
 use regex::Regex;
+// Qualified names, label values and DNS subdomains, and the message helpers, are the one
+// Go-compatibility copy (the product's label selectors use it as well).
+pub(crate) use rkcm_gocompat::validation::{
+    is_dns1123_subdomain, is_qualified_name, is_valid_label_value as is_label_value,
+};
+use rkcm_gocompat::validation::{max_len_error, regex_error};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
@@ -134,7 +140,7 @@ impl Errs {
 
 /// A string as Go's `%q` prints it.
 pub(crate) fn q(s: &str) -> String {
-    crate::gofmt::quote(s)
+    rkcm_gocompat::gofmt::quote(s)
 }
 
 /// A `map[string]string` as Go's `%#v` prints it (keys sorted).
@@ -210,14 +216,11 @@ fn int_or_string(v: &Value) -> String {
 /// A `[]string` as Go's `%#v` prints it.
 fn go_string_slice(v: Option<&Value>) -> String {
     match v.and_then(Value::as_array) {
-        None => "[]string(nil)".to_string(),
-        Some(a) => format!(
-            "[]string{{{}}}",
-            a.iter()
-                .map(|x| q(&scalar_string(x)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        None => rkcm_gocompat::gofmt::go_string_slice(&[], true),
+        Some(a) => {
+            let items: Vec<String> = a.iter().map(scalar_string).collect();
+            rkcm_gocompat::gofmt::go_string_slice(&items, false)
+        }
     }
 }
 
@@ -307,8 +310,6 @@ const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_SUBDOMAIN_FMT: &str =
     "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 const ENV_NAME_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
 const PERCENT_FMT: &str = "[0-9]+%";
@@ -317,8 +318,6 @@ struct Res {
     label: Regex,
     subdomain: Regex,
     dns1035: Regex,
-    qname: Regex,
-    label_value: Regex,
     config_key: Regex,
     env_name: Regex,
     percent: Regex,
@@ -336,33 +335,12 @@ fn res() -> &'static Res {
             label: anchored(DNS1123_LABEL_FMT),
             subdomain: anchored(DNS1123_SUBDOMAIN_FMT),
             dns1035: anchored(DNS1035_LABEL_FMT),
-            qname: anchored(QUALIFIED_NAME_FMT),
-            label_value: anchored(LABEL_VALUE_FMT),
             config_key: anchored(CONFIG_KEY_FMT),
             env_name: anchored(ENV_NAME_FMT),
             percent: anchored(PERCENT_FMT),
             port_name: anchored("[-a-z0-9]+"),
         }
     })
-}
-
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push_str(&format!("'{e}', "));
-    }
-    s.push_str(&format!("regex used for validation is '{fmt}')"));
-    s
-}
-
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
 }
 
 pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
@@ -384,21 +362,6 @@ pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
     errs
 }
 
-pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if !res().subdomain.is_match(v) {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
 fn is_dns1035_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
@@ -409,67 +372,6 @@ fn is_dns1035_label(v: &str) -> Vec<String> {
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
             DNS1035_LABEL_FMT,
             &["my-name", "abc-123"],
-        ));
-    }
-    errs
-}
-
-const QNAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-fn is_qualified_name(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = v.split('/').collect();
-    let name = match parts.len() {
-        1 => parts[0],
-        2 => {
-            let prefix = parts[0];
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    is_dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            parts[1]
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QNAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", max_len_error(63)));
-    }
-    if !res().qname.is_match(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QNAME_MSG,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-fn is_label_value(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !res().label_value.is_match(v) {
-        errs.push(regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
         ));
     }
     errs
@@ -2746,8 +2648,11 @@ const ACCESS_MODES: &[&str] = &[
 
 /// A resource quantity in units (approximate: enough to compare sizes).
 fn quantity(s: &str) -> Option<f64> {
-    // One quantity parser for the crate (exact, in nano-units): the defaulting module's.
-    crate::defaults::parse_quantity_nanos(s).map(|n| n as f64 / 1e9)
+    // The one quantity parser (exact, in nano-units).
+    rkcm_gocompat::Quantity::from_api(s)
+        .ok()
+        .and_then(|q| q.nano_value())
+        .map(|n| n as f64 / 1e9)
 }
 
 fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {

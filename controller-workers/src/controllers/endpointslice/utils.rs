@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use rkcm_gocompat::validation::is_dns1123_subdomain;
 use tracing::{debug, info};
 
 use crate::endpointutil::{
@@ -177,23 +178,11 @@ pub(super) fn endpoint_slice_prefix(service_name: &str) -> String {
     let prefix = format!("{service_name}-");
     // A generated name's prefix is checked with a letter in place of its trailing dash.
     let masked = format!("{service_name}a");
-    if is_dns1123_subdomain(&masked) {
+    if is_dns1123_subdomain(&masked).is_empty() {
         prefix
     } else {
         service_name.to_string()
     }
-}
-
-/// Lowercase alphanumerics, `-` and `.`, each dot-separated label starting and ending
-/// with an alphanumeric, at most 253 characters.
-fn is_dns1123_subdomain(name: &str) -> bool {
-    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            label.starts_with(alphanumeric)
-                && label.ends_with(alphanumeric)
-                && label.chars().all(|c| alphanumeric(c) || c == '-')
-        })
 }
 
 /// Whether the slice's ownerReferences name this Service (by UID).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort as CorePort, Endpoints};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use rkcm_gocompat::validation::is_dns1123_subdomain;
 
 use crate::endpointutil::{
     address_type_of, EndpointKey, EndpointSet, PortMapKey, ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6,
@@ -131,29 +132,11 @@ pub(super) fn mirrored_annotations(endpoints: &Endpoints) -> BTreeMap<String, St
     )
 }
 
-/// Whether `text` is a valid DNS-1123 subdomain (what an object name must be).
-fn is_dns1123_subdomain(text: &str) -> bool {
-    let alphanumeric = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    !text.is_empty()
-        && text.len() <= 253
-        && text.split('.').all(|part| {
-            let bytes = part.as_bytes();
-            match (bytes.first(), bytes.last()) {
-                (Some(&first), Some(&last)) => {
-                    alphanumeric(first)
-                        && alphanumeric(last)
-                        && bytes.iter().all(|&b| alphanumeric(b) || b == b'-')
-                }
-                _ => false,
-            }
-        })
-}
-
 /// The generateName of a new slice: `<name>-`, or the bare name when that would not make
 /// a valid name (the API server validates a prefix with its trailing dash masked).
 pub(super) fn endpoint_slice_prefix(name: &str) -> String {
     let prefix = format!("{name}-");
-    if is_dns1123_subdomain(&format!("{name}a")) {
+    if is_dns1123_subdomain(&format!("{name}a")).is_empty() {
         prefix
     } else {
         name.to_string()

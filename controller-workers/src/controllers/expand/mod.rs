@@ -31,11 +31,11 @@ use tracing::{debug, info};
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
-use crate::quantity::Quantity;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{key_of, Store};
 use crate::volume_util;
+use rkcm_gocompat::quantity::Quantity;
 
 pub const NAME: &str = "persistentvolume-expander-controller";
 /// The resources its informers read (the launcher warms them on a standby).
@@ -66,7 +66,7 @@ fn storage_of(
 ) -> Quantity {
     list.and_then(|l| l.get("storage"))
         .and_then(|q| Quantity::from_api(&q.0).ok())
-        .unwrap_or_else(|| Quantity::zero(crate::quantity::Format::BinarySI))
+        .unwrap_or_else(|| Quantity::zero(rkcm_gocompat::quantity::Format::BinarySI))
 }
 
 fn requested(claim: &PersistentVolumeClaim) -> Quantity {

@@ -439,11 +439,13 @@ async fn monitor(
         subscriber,
         ..Default::default()
     };
-    let api_version = api_version(&info);
+    // One copy for every object of the resource; the graph interns the namespace.
+    let (api_version, kind): (Arc<str>, Arc<str>) =
+        (api_version(&info).into(), info.kind.as_str().into());
     let identity = |meta: &ObjectMeta| ObjectRef {
         api_version: api_version.clone(),
-        kind: info.kind.clone(),
-        namespace: meta.namespace.clone().unwrap_or_default(),
+        kind: kind.clone(),
+        namespace: meta.namespace.as_deref().unwrap_or_default().into(),
         name: meta.name.clone().unwrap_or_default(),
         uid: meta.uid.clone().unwrap_or_default(),
     };
@@ -576,7 +578,8 @@ pub fn apply(
 ) {
     match change {
         GraphChange::Upsert(identity, meta) => {
-            let owners = meta.owner_references.clone().unwrap_or_default();
+            let identity = graph.intern_identity(identity);
+            let owners = graph.owners(meta.owner_references.as_deref().unwrap_or_default());
             let being_deleted = meta.deletion_timestamp.is_some();
             let orphaning = being_deleted && has_finalizer(&meta, ORPHAN_FINALIZER);
             let foreground = being_deleted && has_finalizer(&meta, FOREGROUND_FINALIZER);
@@ -687,7 +690,7 @@ pub fn apply(
             let gone: Vec<String> = graph
                 .nodes
                 .values()
-                .filter(|n| !n.virtual_node && n.identity.kind == kind)
+                .filter(|n| !n.virtual_node && *n.identity.kind == *kind)
                 .filter(|n| super::operations::group_of(&n.identity.api_version) == group)
                 .filter(|n| !uids.contains(&n.identity.uid))
                 .map(|n| n.identity.uid.clone())
@@ -731,9 +734,9 @@ pub(crate) mod test_support {
 
     pub(crate) fn identity(info: &ResourceInfo, meta: &ObjectMeta) -> ObjectRef {
         ObjectRef {
-            api_version: api_version(info),
-            kind: info.kind.clone(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
+            api_version: api_version(info).into(),
+            kind: info.kind.as_str().into(),
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
         }

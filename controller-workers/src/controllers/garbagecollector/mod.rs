@@ -292,8 +292,8 @@ impl Collector {
         if info.namespaced && dependent.namespace.is_empty() {
             self.recorder.event_for(
                 k8s_openapi::api::core::v1::ObjectReference {
-                    api_version: Some(dependent.api_version.clone()),
-                    kind: Some(dependent.kind.clone()),
+                    api_version: Some(dependent.api_version.to_string()),
+                    kind: Some(dependent.kind.to_string()),
                     name: Some(dependent.name.clone()),
                     uid: Some(dependent.uid.clone()),
                     ..Default::default()
@@ -319,12 +319,12 @@ impl Collector {
             return Ok(OwnerState::Dangling);
         }
         let owner = ObjectRef {
-            api_version: reference.api_version.clone(),
-            kind: reference.kind.clone(),
+            api_version: reference.api_version.as_str().into(),
+            kind: reference.kind.as_str().into(),
             namespace: if info.namespaced {
                 dependent.namespace.clone()
             } else {
-                String::new()
+                "".into()
             },
             name: reference.name.clone(),
             uid: reference.uid.clone(),

@@ -1,7 +1,8 @@
-//! The pods a running Job should have (upstream `manageJob`, `firstPendingIndexes`,
-//! `activePodsForRemoval`): how many to create or which active pods to delete, for the
-//! NonIndexed and Indexed modes, held back while the Job, or with backoffLimitPerIndex
-//! each index, backs off after failures.
+//! The pods a running Job should have (upstream `manageJob`, `activePodsForRemoval`,
+//! `appendDuplicatedIndexPodsForRemoval` and `firstPendingIndexes`): which active pods to
+//! delete or, in a sync that deletes none, how many to create, for the NonIndexed and
+//! Indexed modes, held back while the Job, or with backoffLimitPerIndex each index, backs
+//! off after failures.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,27 +15,68 @@ use k8s_openapi::jiff::Timestamp;
 use super::backoff::{index_backoff, job_backoff};
 use super::counting::Counts;
 use super::indexes;
+use super::order::sort_for_removal;
 use super::pod_failure_policy::only_replace_failed_pods;
-use crate::pods::{compare_for_deletion, is_pod_terminating};
+use crate::pods::is_pod_terminating;
 
 /// At most this many pods are created or deleted in one sync (upstream).
 pub(super) const MAX_CREATE_DELETE_PER_SYNC: usize = 500;
 
-/// What a running Job's sync does to its pods.
-#[derive(Debug, Default)]
+/// What a running Job's sync does to its pods: it deletes or creates, never both.
+#[derive(Debug)]
 pub(super) struct PodChanges {
     pub(super) delete: Vec<Arc<Pod>>,
     /// One pod to create per entry: its completion index, `None` in a NonIndexed Job.
     pub(super) create: Vec<Option<i32>>,
     /// Pods are wanted but the Job (or every wanted index) backs off this long yet.
     pub(super) backoff: Option<Duration>,
+    /// The sync's action as the job_sync metrics label it: pods_deleted, pods_created
+    /// (also when pods are wanted but wait for a backoff) or tracking.
+    pub(super) action: &'static str,
 }
 
-/// The changes that bring a running Job's active pods to what it wants.
+impl PodChanges {
+    fn new(action: &'static str) -> PodChanges {
+        PodChanges {
+            delete: Vec::new(),
+            create: Vec::new(),
+            backoff: None,
+            action,
+        }
+    }
+}
+
+/// How many pods the Job wants active: parallelism, within the completions left (in an
+/// Indexed Job the indexes not completed); a work queue after a success keeps what runs.
+fn wanted_active(spec: &JobSpec, counts: &Counts) -> usize {
+    let parallelism = spec.parallelism.unwrap_or(1).max(0) as usize;
+    let succeeded = if indexes::is_indexed(spec) {
+        counts.completed_indexes.len() as i32
+    } else {
+        counts.succeeded
+    };
+    match spec.completions {
+        None if succeeded > 0 => counts.active.len(),
+        None => parallelism,
+        Some(n) => parallelism.min(n.saturating_sub(succeeded).max(0) as usize),
+    }
+}
+
+/// The changes that bring a running Job's active pods to what it wants. A sync that
+/// deletes pods creates none (upstream's `manageJob` returns after deleting).
 pub(super) fn manage(job: &Job, counts: &Counts, now: Timestamp) -> PodChanges {
     let no_spec = JobSpec::default();
     let spec = job.spec.as_ref().unwrap_or(&no_spec);
-    let parallelism = spec.parallelism.unwrap_or(1).max(0) as usize;
+    let active = counts.active.len();
+    let want = wanted_active(spec, counts);
+    let mut delete = for_removal(spec, &counts.active, active.saturating_sub(want));
+    if !delete.is_empty() {
+        delete.truncate(MAX_CREATE_DELETE_PER_SYNC);
+        return PodChanges {
+            delete,
+            ..PodChanges::new("pods_deleted")
+        };
+    }
     // Pods still terminating hold their place until they have failed when only failed
     // pods are replaced.
     let held = if only_replace_failed_pods(job) {
@@ -42,103 +84,105 @@ pub(super) fn manage(job: &Job, counts: &Counts, now: Timestamp) -> PodChanges {
     } else {
         0
     };
-    let mut changes = PodChanges::default();
-    if indexes::is_indexed(spec) {
-        let terminating: BTreeSet<i32> = if held > 0 {
+    let missing = want.saturating_sub(active + held);
+    if missing == 0 {
+        return PodChanges::new("tracking");
+    }
+    let per_index = indexes::per_index_limit(spec).is_some();
+    if !per_index {
+        if let Some(wait) = job_backoff(counts, now) {
+            return PodChanges {
+                backoff: Some(wait),
+                ..PodChanges::new("pods_created")
+            };
+        }
+    }
+    let missing = missing.min(MAX_CREATE_DELETE_PER_SYNC);
+    if !indexes::is_indexed(spec) {
+        return PodChanges {
+            create: vec![None; missing],
+            ..PodChanges::new("pods_created")
+        };
+    }
+    let pending = first_pending_indexes(job, counts, missing);
+    let (create, backoff) = if per_index {
+        index_backoff(&pending, job, &counts.pods, now)
+    } else {
+        (pending, None)
+    };
+    PodChanges {
+        create: create.into_iter().map(Some).collect(),
+        backoff,
+        ..PodChanges::new("pods_created")
+    }
+}
+
+/// The active pods to delete (upstream `activePodsForRemoval`): in an Indexed Job those
+/// without a valid index and, of the pods sharing an index, all but the one removed last;
+/// then, while fewer than `at_least`, the pods left in removal order.
+pub(super) fn for_removal(spec: &JobSpec, active: &[Arc<Pod>], at_least: usize) -> Vec<Arc<Pod>> {
+    let (mut remove, mut left) = if indexes::is_indexed(spec) {
+        duplicates_for_removal(active, spec.completions.unwrap_or(0))
+    } else {
+        (Vec::new(), active.to_vec())
+    };
+    if remove.len() < at_least {
+        sort_for_removal(&mut left);
+        let more = (at_least - remove.len()).min(left.len());
+        remove.extend(left.drain(..more));
+    }
+    remove
+}
+
+/// Splits an Indexed Job's active pods into those to remove (no valid index, an index
+/// beyond completions, or not the pod of its index sorted last for removal) and the one
+/// pod kept per index.
+fn duplicates_for_removal(active: &[Arc<Pod>], completions: i32) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+    let mut remove = Vec::new();
+    let mut by_index: BTreeMap<i32, Vec<Arc<Pod>>> = BTreeMap::new();
+    for pod in active {
+        match indexes::of_pod(pod).filter(|i| *i < completions) {
+            Some(index) => by_index.entry(index).or_default().push(pod.clone()),
+            None => remove.push(pod.clone()),
+        }
+    }
+    let mut left = Vec::new();
+    for mut pods in by_index.into_values() {
+        sort_for_removal(&mut pods);
+        if let Some(kept) = pods.pop() {
+            left.push(kept);
+        }
+        remove.extend(pods);
+    }
+    (remove, left)
+}
+
+/// The lowest `count` indexes below completions that no pod covers: not completed, not
+/// failed, no active pod, and with only failed pods replaced no terminating pod either.
+fn first_pending_indexes(job: &Job, counts: &Counts, count: usize) -> Vec<i32> {
+    let completions = job.spec.as_ref().and_then(|s| s.completions).unwrap_or(0);
+    let mut covered: BTreeSet<i32> = counts
+        .active
+        .iter()
+        .filter_map(|p| indexes::of_pod(p))
+        .collect();
+    if only_replace_failed_pods(job) {
+        covered.extend(
             counts
                 .pods
                 .iter()
                 .filter(|p| is_pod_terminating(p))
-                .filter_map(|p| indexes::of_pod(p))
-                .collect()
-        } else {
-            BTreeSet::new()
-        };
-        let (delete, create) = indexed_changes(spec, counts, &terminating, parallelism, held);
-        changes.delete = delete;
-        changes.create = create.into_iter().map(Some).collect();
-    } else {
-        let active = counts.active.len();
-        let want = match spec.completions {
-            // A work queue: once a pod succeeded the others finish on their own, and
-            // none is added.
-            None if counts.succeeded > 0 => active,
-            None => parallelism,
-            Some(n) => parallelism.min((n - counts.succeeded).max(0) as usize),
-        };
-        if active + held < want {
-            changes.create = vec![None; want - active - held];
-        } else if active > want {
-            changes.delete = first_to_delete(&counts.active, active - want, now);
-        }
+                .filter_map(|p| indexes::of_pod(p)),
+        );
     }
-    if changes.create.is_empty() {
-        return changes;
-    }
-    if indexes::per_index_limit(spec).is_some() {
-        let wanted: Vec<i32> = changes.create.iter().flatten().copied().collect();
-        let (ready, wait) = index_backoff(&wanted, job, &counts.pods, now);
-        changes.create = ready.into_iter().map(Some).collect();
-        changes.backoff = wait;
-    } else if let Some(wait) = job_backoff(counts, now) {
-        changes.create.clear();
-        changes.backoff = Some(wait);
-    }
-    changes.create.truncate(MAX_CREATE_DELETE_PER_SYNC);
-    changes
-}
-
-/// The `count` active pods upstream's ranking deletes first (unscheduled, pending and
-/// not ready before the rest).
-fn first_to_delete(active: &[Arc<Pod>], count: usize, now: Timestamp) -> Vec<Arc<Pod>> {
-    let mut ranked: Vec<(Arc<Pod>, usize)> = active.iter().map(|p| (p.clone(), 0)).collect();
-    ranked.sort_by(|a, b| compare_for_deletion((&a.0, a.1), (&b.0, b.1), now));
-    ranked.into_iter().take(count).map(|(p, _)| p).collect()
-}
-
-/// An Indexed Job keeps one pod per pending index: it deletes pods without a valid pending
-/// index and the duplicates of an index, then creates the lowest missing indexes (not
-/// completed, failed, running or terminating) up to parallelism, or deletes the highest
-/// running ones beyond it.
-fn indexed_changes(
-    spec: &JobSpec,
-    counts: &Counts,
-    terminating: &BTreeSet<i32>,
-    parallelism: usize,
-    held: usize,
-) -> (Vec<Arc<Pod>>, Vec<i32>) {
-    let n = spec.completions.unwrap_or(0);
-    let pending = |i: &i32| {
-        *i < n && !counts.completed_indexes.contains(i) && !counts.failed_indexes.contains(i)
-    };
-    let mut delete = Vec::new();
-    let mut running: BTreeMap<i32, Vec<Arc<Pod>>> = BTreeMap::new();
-    for pod in &counts.active {
-        match indexes::of_pod(pod).filter(pending) {
-            Some(index) => running.entry(index).or_default().push(pod.clone()),
-            None => delete.push(pod.clone()),
-        }
-    }
-    for pods in running.values_mut() {
-        delete.extend(pods.drain(1..));
-    }
-    let missing: Vec<i32> = (0..n)
-        .filter(|i| pending(i) && !running.contains_key(i) && !terminating.contains(i))
-        .collect();
-    let want = parallelism
-        .saturating_sub(held)
-        .min(running.len() + missing.len());
-    let mut create = Vec::new();
-    if running.len() > want {
-        let extra = running.len() - want;
-        let highest: Vec<i32> = running.keys().rev().take(extra).copied().collect();
-        for index in highest {
-            delete.extend(running.remove(&index).unwrap_or_default());
-        }
-    } else {
-        create.extend(missing.into_iter().take(want - running.len()));
-    }
-    (delete, create)
+    (0..completions)
+        .filter(|i| {
+            !covered.contains(i)
+                && !counts.completed_indexes.contains(i)
+                && !counts.failed_indexes.contains(i)
+        })
+        .take(count)
+        .collect()
 }
 
 #[cfg(test)]

@@ -290,7 +290,7 @@ mod tests {
         }
         let cases = [
             Case {
-                name: "succeeded pods add their index, in range only",
+                name: "succeeded pods add their index, in range only (not negative)",
                 listed: ("0", ""),
                 per_index_limit: None,
                 pods: vec![
@@ -298,6 +298,7 @@ mod tests {
                     pod("b", "Succeeded").index("7").build(),
                     pod("c", "Succeeded").index("x").build(),
                     pod("d", "Running").index("3").build(),
+                    pod("e", "Succeeded").index("-1").build(),
                 ],
                 completed: vec![0, 2],
                 failed: vec![],
@@ -311,7 +312,7 @@ mod tests {
                 failed: vec![],
             },
             Case {
-                name: "an index fails once a pod failed at the limit",
+                name: "an index fails once a pod failed at the limit (a negative one is none)",
                 listed: ("", "4"),
                 per_index_limit: Some(1),
                 pods: vec![
@@ -322,6 +323,7 @@ mod tests {
                         .failures(1, 0)
                         .no_finalizer()
                         .build(),
+                    pod("d", "Failed").index("-1").failures(1, 0).build(),
                 ],
                 completed: vec![],
                 failed: vec![1, 4],

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::active::{self, MAX_CREATE_DELETE_PER_SYNC};
+use super::active;
 use super::conditions::{condition_true, failure_target, finished, set_condition};
 use super::counting::Counts;
 use super::indexes;
@@ -36,26 +36,53 @@ impl Event {
     }
 }
 
-/// Everything one sync sets, decided from the Job and its counted pods.
-#[derive(Debug)]
+/// Everything one sync decides from the Job and its counted pods, before it deletes and
+/// creates pods; [`Plan::settle`] then gives the conditions and events, which depend on
+/// whether the deletions all went through.
+#[derive(Clone, Debug)]
 pub(super) struct Plan {
-    /// The Job's status with the start time, conditions and completion time this sync
-    /// sets (the pod counters come later, once the pods are created and deleted).
+    /// The Job's status with the start time this sync sets (the conditions come in
+    /// [`Plan::settle`], the pod counters once the pods are created and deleted).
     pub(super) status: JobStatus,
-    pub(super) events: Vec<Event>,
     pub(super) delete: Vec<Arc<Pod>>,
+    /// The deletions are `manageJob`'s (excess pods, or a suspended Job's): each pod's
+    /// job-tracking finalizer goes before it is deleted, so it is counted nowhere, and the
+    /// deletions are expected. Otherwise they are a finishing Job's pods (upstream
+    /// `deleteActivePods`), deleted as they are.
+    pub(super) managed: bool,
     /// One pod to create per entry, with its completion index in an Indexed Job.
     pub(super) create: Vec<Option<i32>>,
     /// Sync again after this long (the active deadline, or the end of a backoff).
     pub(super) requeue_after: Option<Duration>,
     /// Pods are wanted but wait this long for the failure backoff.
     pub(super) backoff: Option<Duration>,
-    /// The Job finishes in this sync: whether it succeeded, and the failure's reason.
+    /// The Job finishes in this sync if every deletion goes through.
+    pub(super) finish: Option<Finish>,
+    /// The job_sync metrics' action: reconciling unless `manageJob` ran.
+    pub(super) action: &'static str,
+    /// `manageJob` ran (expectations satisfied, the Job not being deleted): unless the Job
+    /// finishes, its Suspended condition follows spec.suspend.
+    suspension: Option<bool>,
+}
+
+/// How a Job finishes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Finish {
+    Complete,
+    Failed(Failure),
+}
+
+/// What a sync writes and records once its pods are deleted.
+#[derive(Debug)]
+pub(super) struct Outcome {
+    pub(super) status: JobStatus,
+    pub(super) events: Vec<Event>,
+    /// The Job finished in this sync: whether it succeeded, and the failure's reason.
     pub(super) finished: Option<(bool, String)>,
 }
 
 /// Why a Job fails.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Failure {
     pub(super) reason: String,
     pub(super) message: String,
@@ -180,18 +207,20 @@ pub(super) fn failure(
     None
 }
 
-/// Completions reached: the succeeded indexes or pods, or for a Job without completions
-/// (a work queue) a success and no active pod left.
-fn complete(spec: &JobSpec, counts: &Counts) -> bool {
+/// Whether the Job reached its completions: the succeeded indexes or pods, or for a Job
+/// without completions (a work queue) a success.
+fn completions_reached(spec: &JobSpec, counts: &Counts) -> bool {
     match (indexes::is_indexed(spec), spec.completions) {
         (true, Some(n)) => counts.completed_indexes.len() as i32 >= n,
-        (_, None) => counts.succeeded > 0 && counts.active.is_empty(),
+        (_, None) => counts.succeeded > 0,
         (false, Some(n)) => counts.succeeded >= n,
     }
 }
 
-/// Decides the sync of `job`. `expectations_satisfied`: every pod creation and deletion
-/// an earlier sync asked for has been seen, so pods may be created and deleted again.
+/// Decides the sync of `job` (upstream `syncJob`). `expectations_satisfied`: every pod
+/// creation and deletion an earlier sync asked for has been seen; until then pods are
+/// neither created nor deleted (but a failing Job's active pods are), and a failing Job is
+/// not declared failed.
 pub(super) fn plan(
     job: &Job,
     counts: &Counts,
@@ -200,12 +229,14 @@ pub(super) fn plan(
 ) -> Plan {
     let mut plan = Plan {
         status: job.status.clone().unwrap_or_default(),
-        events: Vec::new(),
         delete: Vec::new(),
+        managed: false,
         create: Vec::new(),
         requeue_after: None,
         backoff: None,
-        finished: None,
+        finish: None,
+        action: "reconciling",
+        suspension: None,
     };
     if finished(job) {
         return plan;
@@ -221,21 +252,67 @@ pub(super) fn plan(
         plan.requeue_after = Some(left);
     }
     if let Some(failure) = failure(spec, &plan.status, counts, deadline == Deadline::Passed) {
-        plan.fail(failure, counts, now);
-    } else if complete(spec, counts) {
-        plan.complete(counts, now);
-    } else if suspend {
-        plan.suspend(counts, now);
-    } else if expectations_satisfied {
-        plan.run(job, counts, now);
+        // The active pods go in any case; the Job is failed once nothing is pending.
+        plan.delete = counts.active.clone();
+        plan.finish = expectations_satisfied.then_some(Finish::Failed(failure));
+        return plan;
     }
-    plan.delete.truncate(MAX_CREATE_DELETE_PER_SYNC);
+    if expectations_satisfied && job.metadata.deletion_timestamp.is_none() {
+        plan.manage(job, counts, suspend, now);
+    }
+    // Complete once no active pod is left after this sync's deletions.
+    if completions_reached(spec, counts) && plan.delete.len() == counts.active.len() {
+        plan.finish = Some(Finish::Complete);
+    }
     plan
 }
 
 impl Plan {
-    /// The Job fails: its active pods go.
-    fn fail(&mut self, failure: Failure, counts: &Counts, now: Timestamp) {
+    /// Upstream `manageJob`: a suspended Job's active pods all go; a running Job's are
+    /// brought to what it wants.
+    fn manage(&mut self, job: &Job, counts: &Counts, suspend: bool, now: Timestamp) {
+        self.managed = true;
+        self.suspension = Some(suspend);
+        if suspend {
+            let spec = job.spec.clone().unwrap_or_default();
+            self.delete = active::for_removal(&spec, &counts.active, counts.active.len());
+            self.action = "pods_deleted";
+            return;
+        }
+        let changes = active::manage(job, counts, now);
+        self.action = changes.action;
+        self.delete = changes.delete;
+        self.create = changes.create;
+        if let Some(wait) = changes.backoff {
+            self.backoff = Some(wait);
+            self.requeue_after = Some(self.requeue_after.map_or(wait, |r| r.min(wait)));
+        }
+    }
+
+    /// The status and events once the deletions are done: the finish if `all_deleted`,
+    /// else (when `manageJob` ran) the Suspended condition as spec.suspend says.
+    pub(super) fn settle(self, job: &Job, all_deleted: bool, now: Timestamp) -> Outcome {
+        let mut outcome = Outcome {
+            status: self.status,
+            events: Vec::new(),
+            finished: None,
+        };
+        match self.finish.filter(|_| all_deleted) {
+            Some(Finish::Failed(failure)) => outcome.fail(failure, now),
+            Some(Finish::Complete) => outcome.complete(now),
+            None => match self.suspension {
+                Some(true) => outcome.suspend(now),
+                Some(false) => outcome.resume(job, now),
+                None => {}
+            },
+        }
+        outcome
+    }
+}
+
+impl Outcome {
+    /// The Job fails.
+    fn fail(&mut self, failure: Failure, now: Timestamp) {
         let Failure {
             reason,
             message,
@@ -254,7 +331,6 @@ impl Plan {
                 now,
             );
         }
-        self.delete = counts.active.clone();
         set_condition(&mut self.status, "Failed", "True", &reason, &message, now);
         self.finished = Some((false, reason.clone()));
         self.events.push(Event {
@@ -264,9 +340,8 @@ impl Plan {
         });
     }
 
-    /// The Job completes: pods still active go.
-    fn complete(&mut self, counts: &Counts, now: Timestamp) {
-        self.delete = counts.active.clone();
+    /// The Job completes.
+    fn complete(&mut self, now: Timestamp) {
         set_condition(&mut self.status, "Complete", "True", "", "", now);
         self.status.completion_time = Some(Time(now));
         self.finished = Some((true, String::new()));
@@ -274,30 +349,21 @@ impl Plan {
             .push(Event::new(NORMAL, "Completed", "Job completed"));
     }
 
-    /// The Job is suspended: its active pods go; the event only when it becomes so.
-    fn suspend(&mut self, counts: &Counts, now: Timestamp) {
-        self.delete = counts.active.clone();
+    /// The Job is suspended; the event only when it becomes so.
+    fn suspend(&mut self, now: Timestamp) {
         let (reason, message) = ("JobSuspended", "Job suspended");
         if set_condition(&mut self.status, "Suspended", "True", reason, message, now) {
             self.events.push(Event::new(NORMAL, "Suspended", message));
         }
     }
 
-    /// The Job runs: resumed if it was suspended (its start time restarts), and its
-    /// active pods brought to what it wants.
-    fn run(&mut self, job: &Job, counts: &Counts, now: Timestamp) {
+    /// The Job runs: resumed if it was suspended (its start time restarts).
+    fn resume(&mut self, job: &Job, now: Timestamp) {
         if condition_true(job, "Suspended") {
             let (reason, message) = ("JobResumed", "Job resumed");
             set_condition(&mut self.status, "Suspended", "False", reason, message, now);
             self.events.push(Event::new(NORMAL, "Resumed", message));
             self.status.start_time = Some(Time(now));
-        }
-        let changes = active::manage(job, counts, now);
-        self.delete = changes.delete;
-        self.create = changes.create;
-        if let Some(wait) = changes.backoff {
-            self.backoff = Some(wait);
-            self.requeue_after = Some(self.requeue_after.map_or(wait, |r| r.min(wait)));
         }
     }
 }

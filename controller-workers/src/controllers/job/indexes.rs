@@ -64,6 +64,8 @@ pub(super) fn format(indexes: &BTreeSet<i32>) -> String {
     parts.join(",")
 }
 
+/// The completion index a pod's annotation gives (upstream `getCompletionIndex`): `None`,
+/// "no index", when it is missing, not a number or negative.
 pub(super) fn of_pod(pod: &Pod) -> Option<i32> {
     pod.metadata
         .annotations
@@ -71,6 +73,7 @@ pub(super) fn of_pod(pod: &Pod) -> Option<i32> {
         .get(COMPLETION_INDEX)?
         .parse()
         .ok()
+        .filter(|index: &i32| *index >= 0)
 }
 
 fn count_annotation(pod: &Pod, key: &str) -> i32 {
@@ -100,6 +103,26 @@ pub(super) fn absolute_failure_count(pod: &Pod) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_index_is_a_non_negative_number() {
+        use crate::controllers::job::fixtures::pod;
+        let cases = [
+            ("3", Some(3)),
+            ("0", Some(0)),
+            ("+2", Some(2)),
+            ("-1", None),
+            ("-7", None),
+            ("x", None),
+            ("", None),
+            ("99999999999", None),
+        ];
+        for (annotation, want) in cases {
+            let pod = pod("p", "Running").index(annotation).build();
+            assert_eq!(of_pod(&pod), want, "{annotation:?}");
+        }
+        assert_eq!(of_pod(&pod("p", "Running").build()), None, "no annotation");
+    }
 
     #[test]
     fn ranges_round_trip() {

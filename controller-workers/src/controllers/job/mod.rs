@@ -19,10 +19,12 @@
 //!
 //! A sync, as upstream's `syncJob`: [`sync`] claims the Job's pods and has them counted
 //! ([`counting`]); [`decisions`] decides, without a cluster, whether the Job fails,
-//! completes or is suspended, and for a running Job [`active`] which pods to create or
-//! delete (held back by [`backoff`]); [`sync`] then deletes and creates the pods (made by
-//! [`template`]) and writes the status in the steps of [`tracking`] around the finalizer
-//! removals.
+//! completes or is suspended, and for a running Job [`active`] which pods to delete or
+//! else create (in the removal order of [`order`], held back by [`backoff`]); [`sync`]
+//! then deletes or creates the pods (made by [`template`]), settles the conditions on
+//! whether the deletions went through, and writes the status in the steps of
+//! [`tracking`] around the finalizer removals, before it returns any create or delete
+//! error.
 
 mod active;
 mod backoff;
@@ -33,6 +35,7 @@ mod decisions;
 mod fixtures;
 mod indexes;
 mod metrics;
+mod order;
 mod pod_failure_policy;
 mod sync;
 mod template;

@@ -18,7 +18,7 @@ use tracing::debug;
 use super::backoff;
 use super::conditions::finished;
 use super::counting::{self, pod_uid, Counts};
-use super::decisions::{self, Plan};
+use super::decisions::{self, Outcome};
 use super::indexes::{self, completion_mode};
 use super::pod_failure_policy::only_replace_failed_pods;
 use super::tracking::{self, Uncounted};
@@ -41,8 +41,9 @@ impl Controller {
         let started = std::time::Instant::now();
         let (namespace, name) = split_key(key);
         let mode = match self.jobs.get_in(namespace, name) {
-            Some(job) => completion_mode(&job),
-            None => return self.sync_job(key, &mut "reconciling").await,
+            // As upstream, a sync of a Job gone or finished is not measured.
+            Some(job) if !finished(&job) => completion_mode(&job),
+            _ => return self.sync_job(key, &mut "reconciling").await,
         };
         let mut action = "reconciling";
         let result = self.sync_job(key, &mut action).await;
@@ -70,6 +71,9 @@ impl Controller {
         }
         let mut job = cached.as_ref().clone();
         let now = Timestamp::now();
+        // Read before the pods are listed, as upstream: a pod seen after this is counted
+        // by the next sync rather than sneaking past its expectation.
+        let satisfied = self.expectations.satisfied(key);
         let Some(pods) = self.claim_pods(&job, namespace).await? else {
             return Ok(());
         };
@@ -83,17 +87,9 @@ impl Controller {
             .cloned()
             .unwrap_or_default();
         counts.backoff = backoff::record_for(&kept, &counts);
-        let satisfied = self.expectations.satisfied(key);
-        let Plan {
-            mut status,
-            events,
-            delete,
-            create,
-            requeue_after,
-            backoff,
-            finished: finished_now,
-        } = decisions::plan(&job, &counts, satisfied, now);
-        if let Some(wait) = backoff {
+        let plan = decisions::plan(&job, &counts, satisfied, now);
+        *action = plan.action;
+        if let Some(wait) = plan.backoff {
             let per_index = job.spec.as_ref().and_then(indexes::per_index_limit);
             let what = if per_index.is_some() {
                 "indexes"
@@ -107,26 +103,39 @@ impl Controller {
             );
         }
 
-        self.delete_pods(key, &job, &delete, action).await?;
-        let (created, create_error) = self
-            .create_pods(key, &job, &counts.pods, &create, action)
+        // A plan deletes or creates, never both.
+        let (deleted, delete_error) = self
+            .delete_pods(key, &job, &plan.delete, plan.managed)
             .await;
+        let (created, create_error) = self
+            .create_pods(key, &job, &counts.pods, &plan.create)
+            .await;
+        let all_deleted = deleted.len() == plan.delete.len();
+        let requeue_after = plan.requeue_after;
+        let Outcome {
+            mut status,
+            events,
+            finished: finished_now,
+        } = plan.settle(&job, all_deleted, now);
 
-        tracking::set_pod_counts(&mut status, &counts, &delete, created);
+        tracking::set_pod_counts(&mut status, &counts, &deleted, created);
         for event in events {
             self.recorder
                 .event(&job, event.type_, event.reason.as_str(), event.message);
         }
+        // The status is tracked even when a deletion or creation failed, so the pods
+        // counted in this sync are recorded; that error is returned after.
         let uncounted = self
             .track_status(key, &mut job, &counts, status, now)
-            .await?;
+            .await
+            .context("tracking status")?;
         self.record_finished(&job, &counts, &uncounted, finished_now.as_ref());
-        if *action == "reconciling" && !was_finished {
-            *action = "tracking";
-        }
         if let Some(wait) = requeue_after {
             self.queue
                 .add_after(key.to_string(), wait + Duration::from_millis(100));
+        }
+        if let Some(error) = delete_error {
+            return Err(anyhow::Error::new(error).context(format!("deleting pods of Job {key}")));
         }
         match create_error {
             Some(error) => {
@@ -165,38 +174,56 @@ impl Controller {
         }
     }
 
-    /// Deletes `pods` one by one, expecting their deletions; a pod already gone is fine.
+    /// Deletes `pods` one by one; a pod already gone counts as deleted. `managed`
+    /// deletions (upstream `deleteJobPods`) are expected and each pod's job-tracking
+    /// finalizer goes first, so the pod is counted neither as succeeded nor as failed;
+    /// a finishing Job's pods (upstream `deleteActivePods`) are just deleted. Returns the
+    /// pods deleted and the first error.
     async fn delete_pods(
         &self,
         key: &str,
         job: &Job,
         pods: &[Arc<Pod>],
-        action: &mut &'static str,
-    ) -> anyhow::Result<()> {
+        managed: bool,
+    ) -> (Vec<Arc<Pod>>, Option<kube::Error>) {
         if pods.is_empty() {
-            return Ok(());
+            return (Vec::new(), None);
         }
-        *action = "pods_deleted";
+        if managed {
+            self.expectations
+                .expect_deletions(key, pods.iter().map(|p| key_of(&p.metadata)).collect());
+        }
         let (namespace, _) = split_key(key);
-        self.expectations
-            .expect_deletions(key, pods.iter().map(|p| key_of(&p.metadata)).collect());
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         // Every deletion is tried (a failed one is no longer expected), so one refusal
         // does not leave the rest expected and undone until the expectations expire.
-        let mut first_error = None;
-        for pod in pods {
+        let results = futures::future::join_all(pods.iter().map(|pod| async {
+            if managed && counting::has_finalizer(pod) {
+                self.release(&pod_api, pod).await?;
+            }
             let pod_name = pod.metadata.name.clone().unwrap_or_default();
-            if let Err(error) = self.pod_control.delete_pod(namespace, &pod_name, job).await {
+            self.pod_control.delete_pod(namespace, &pod_name, job).await
+        }))
+        .await;
+        let mut deleted = Vec::new();
+        let mut first_error = None;
+        for (pod, result) in pods.iter().zip(results) {
+            let Err(error) = result else {
+                deleted.push(pod.clone());
+                continue;
+            };
+            // The informer will not show this deletion.
+            if managed {
                 self.expectations
                     .deletion_observed(key, &key_of(&pod.metadata));
-                if !is_not_found(&error) && first_error.is_none() {
-                    first_error = Some(error);
-                }
+            }
+            if is_not_found(&error) {
+                deleted.push(pod.clone());
+            } else {
+                first_error.get_or_insert(error);
             }
         }
-        match first_error {
-            Some(error) => Err(error.into()),
-            None => Ok(()),
-        }
+        (deleted, first_error)
     }
 
     /// Creates one pod per entry of `create` in slow-start batches, expecting them; the
@@ -208,14 +235,14 @@ impl Controller {
         job: &Job,
         pods: &[Arc<Pod>],
         create: &[Option<i32>],
-        action: &mut &'static str,
     ) -> (usize, Option<kube::Error>) {
         if create.is_empty() {
             return (0, None);
         }
         let (namespace, _) = split_key(key);
         self.expectations.expect_creations(key, create.len() as i64);
-        let queue = std::sync::Mutex::new(create.to_vec());
+        // Popped from the back: the lowest indexes are created first, as upstream.
+        let queue = std::sync::Mutex::new(create.iter().rev().copied().collect::<Vec<_>>());
         let (created, error) =
             slow_start_batch(create.len(), SLOW_START_INITIAL_BATCH_SIZE, || {
                 let index = crate::locks::lock(&queue).pop().flatten();
@@ -245,9 +272,6 @@ impl Controller {
         };
         self.metrics
             .pods_created(reason, created as u64, u64::from(error.is_some()));
-        if created > 0 {
-            *action = "pods_created";
-        }
         let skipped = create.len() - created;
         if skipped > 0 {
             self.expectations.lower(key, skipped as i64, 0);
@@ -356,23 +380,27 @@ impl Controller {
     }
 
     async fn remove_finalizer(&self, api: &Api<Pod>, pod: &Pod) -> anyhow::Result<()> {
+        match self.release(api, pod).await {
+            Err(error) if !is_not_found(&error) => {
+                Err(anyhow::Error::new(error).context("removing the job-tracking finalizer"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the pod's job-tracking finalizer (upstream `removeTrackingFinalizerPatch`,
+    /// with the UID as a precondition).
+    async fn release(&self, api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
         let patch = json!({"metadata": {
             "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER],
             "uid": pod.metadata.uid,
         }});
-        match api
-            .patch(
-                pod.metadata.name.as_deref().unwrap_or_default(),
-                &PatchParams::default(),
-                &Patch::Strategic(&patch),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(error) if is_not_found(&error) => Ok(()),
-            Err(error) => {
-                Err(anyhow::Error::new(error).context("removing the job-tracking finalizer"))
-            }
-        }
+        api.patch(
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await
+        .map(|_| ())
     }
 }

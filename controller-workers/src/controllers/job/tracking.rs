@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::conditions::{finished, set_condition};
+use super::conditions::{failure_target, finished, set_condition};
 use super::counting::{has_finalizer, pod_uid, Counts};
 use super::indexes;
 use super::pod_failure_policy::{match_pod_failure_policy, Action};
@@ -83,17 +83,15 @@ pub(super) fn recording_status(
     recording.ready = status.ready;
     recording.start_time = status.start_time.clone();
     recording.terminating = status.terminating;
-    if let Some(message) = counts
-        .fail_job_message
-        .as_deref()
-        .filter(|_| !finished(job))
-    {
+    // The interim FailureTarget this sync declares (none while the failure waits for the
+    // pod expectations or for its pods' deletions).
+    if let Some((reason, message)) = failure_target(status).filter(|_| !finished(job)) {
         set_condition(
             &mut recording,
             "FailureTarget",
             "True",
-            "PodFailurePolicy",
-            message,
+            &reason,
+            &message,
             now,
         );
     }
@@ -286,10 +284,37 @@ mod tests {
         ];
         let counts = count(&job, pods, HashSet::new());
         let uncounted = uncounted(&counts);
-        let status = JobStatus::default();
-        let recording =
-            recording_status(&job, &status, &counts, &uncounted, fixtures::now()).unwrap();
-        let conditions = recording.conditions.unwrap();
+        let recording = |status: &JobStatus| {
+            recording_status(&job, status, &counts, &uncounted, fixtures::now()).unwrap()
+        };
+        assert_eq!(
+            recording(&JobStatus::default()).conditions,
+            None,
+            "no FailureTarget the sync did not declare"
+        );
+        let mut status = JobStatus::default();
+        set_condition(
+            &mut status,
+            "FailureTarget",
+            "True",
+            "PodFailurePolicy",
+            "fatal",
+            fixtures::now(),
+        );
+        set_condition(
+            &mut status,
+            "Failed",
+            "True",
+            "PodFailurePolicy",
+            "fatal",
+            fixtures::now(),
+        );
+        let conditions = recording(&status).conditions.unwrap();
+        assert_eq!(
+            conditions.len(),
+            1,
+            "FailureTarget only, Failed comes later"
+        );
         assert_eq!(conditions[0].type_, "FailureTarget");
         assert_eq!(conditions[0].reason.as_deref(), Some("PodFailurePolicy"));
         assert_eq!(uncounted.failed, ["fatal"]);

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use crate::flags::parse_go_duration;
 use crate::locks::lock;
-use crate::quantity::Quantity;
+use crate::selector::Selector;
+use rkcm_gocompat::quantity::Quantity;
 
 use super::replica_calculator::{PodMetric, PodMetrics};
 
@@ -87,39 +88,14 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-/// `metav1.LabelSelectorAsSelector(selector).String()`: requirements sorted by key; a
-/// missing selector is the empty string.
+/// `metav1.LabelSelectorAsSelector(selector).String()` (the one conversion,
+/// [`crate::selector::Selector`]): requirements sorted by key; a missing selector is the
+/// empty string.
 pub(super) fn selector_string(selector: Option<&LabelSelector>) -> Result<String, String> {
     let Some(selector) = selector else {
         return Ok(String::new());
     };
-    let mut terms: Vec<(String, String)> = Vec::new();
-    for (key, value) in selector.match_labels.iter().flatten() {
-        terms.push((key.clone(), format!("{key}={value}")));
-    }
-    for expression in selector.match_expressions.iter().flatten() {
-        let key = &expression.key;
-        let mut values = expression.values.clone().unwrap_or_default();
-        values.sort();
-        let term = match expression.operator.as_str() {
-            "In" if !values.is_empty() => format!("{key} in ({})", values.join(",")),
-            "NotIn" if !values.is_empty() => format!("{key} notin ({})", values.join(",")),
-            "Exists" if values.is_empty() => key.clone(),
-            "DoesNotExist" if values.is_empty() => format!("!{key}"),
-            other => {
-                return Err(format!(
-                    "{other:?} is not a valid label selector operator for {key}"
-                ))
-            }
-        };
-        terms.push((key.clone(), term));
-    }
-    terms.sort();
-    Ok(terms
-        .into_iter()
-        .map(|(_, term)| term)
-        .collect::<Vec<_>>()
-        .join(","))
+    Selector::from_label_selector(Some(selector)).map(|selector| selector.to_string())
 }
 
 fn milli_of(value: &Value) -> Option<i64> {

@@ -20,8 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tracing::{debug, info};
 
 use crate::locks::lock;
-use crate::quantity::{Format, Quantity};
 use crate::selector::Selector;
+use rkcm_gocompat::quantity::{Format, Quantity};
 
 use super::behavior::{default_scale_down, default_scale_up};
 use super::monitor::{Action, ErrorKind};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::quantity::Quantity;
+use rkcm_gocompat::quantity::Quantity;
 
 /// Go's zero `time.Time`, far enough in the past that adding a window cannot overflow.
 pub(super) const ZERO_TIME_MS: i64 = i64::MIN / 4;

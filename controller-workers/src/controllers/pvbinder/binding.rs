@@ -20,8 +20,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use kube::api::{Api, PostParams};
 use tracing::{debug, info};
 
-use crate::quantity::Quantity;
 use crate::recorder::reference_to;
+use rkcm_gocompat::quantity::Quantity;
 
 use super::helpers::{
     annotation, claim_key, claim_phase, claim_volume_name, has_annotation,

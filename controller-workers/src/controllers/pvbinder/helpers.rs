@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::quantity::{Format, Quantity};
 use crate::volume_util::BETA_STORAGE_CLASS_ANNOTATION;
+use rkcm_gocompat::quantity::{Format, Quantity};
 
 /// On a claim: its binding went through the controller once (value irrelevant).
 pub(super) const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";

@@ -30,9 +30,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::quantity::{Format, Quantity};
 use super::resources::{self, ResourceList};
 use super::scopes;
+use rkcm_gocompat::quantity::{Format, Quantity};
+use rkcm_gocompat::validation::is_qualified_name;
 
 /// Resources quota never counts (upstream's `DefaultIgnoredResources`): virtual ones that
 /// are not stored, and events.
@@ -306,35 +307,7 @@ fn is_extended_resource_name(name: &str) -> bool {
     if is_native_resource(name) || name.starts_with("requests.") {
         return false;
     }
-    is_qualified_name(&format!("requests.{name}"))
-}
-
-/// `[prefix/]name`: a DNS subdomain prefix, and a name of at most 63 alphanumeric
-/// characters, `-`, `_` and `.`, alphanumeric at both ends.
-fn is_qualified_name(value: &str) -> bool {
-    let (prefix, name) = match value.split_once('/') {
-        Some((prefix, name)) if !name.contains('/') => (Some(prefix), name),
-        Some(_) => return false,
-        None => (None, value),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() || !is_dns_subdomain(prefix) {
-            return false;
-        }
-    }
-    !name.is_empty() && scopes::is_label_value(name)
-}
-
-fn is_dns_subdomain(value: &str) -> bool {
-    value.len() <= 253
-        && value.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
+    is_qualified_name(&format!("requests.{name}")).is_empty()
 }
 
 fn parse_list(list: Option<&BTreeMap<String, ApiQuantity>>) -> ResourceList {

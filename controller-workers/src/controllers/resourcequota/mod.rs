@@ -40,15 +40,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use rkcm_gocompat::quantity;
 use rkcm_proto::v1::informer_client::InformerClient;
 use tokio::sync::OwnedRwLockWriteGuard;
 use tonic::transport::Channel;
 use tracing::{debug, info, warn};
 
 use crate::controller::{ControllerContext, Runnable};
-// The shared evaluator modules name it `super::quantity`.
 use crate::informer::Change;
-use crate::quantity;
 use crate::queue::WorkQueue;
 use crate::store::{key_of, split_key, Store};
 

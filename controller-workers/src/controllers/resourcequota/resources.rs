@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
-use super::quantity::{Format, Quantity};
+use rkcm_gocompat::quantity::{Format, Quantity};
 
 /// Quantities by resource name (`pods`, `requests.cpu`, `count/deployments.apps`).
 pub type ResourceList = BTreeMap<String, Quantity>;

@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{
     Pod, PodAffinityTerm, ResourceQuota, ScopedResourceSelectorRequirement,
 };
 
-use super::quantity::Quantity;
+use rkcm_gocompat::quantity::Quantity;
+use rkcm_gocompat::validation::is_valid_label_value;
 
 pub const TERMINATING: &str = "Terminating";
 pub const NOT_TERMINATING: &str = "NotTerminating";
@@ -187,7 +188,10 @@ fn priority_class_matches(
                         .to_string(),
                 );
             }
-            if let Some(bad) = values.iter().find(|value| !is_label_value(value)) {
+            if let Some(bad) = values
+                .iter()
+                .find(|value| !is_valid_label_value(value).is_empty())
+            {
                 return Err(format!("values[0]: Invalid value: {bad:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"));
             }
             Ok(if requirement.operator == "In" {
@@ -207,23 +211,6 @@ fn priority_class_matches(
         }
         other => Err(format!("{other:?} is not a valid scope selector operator")),
     }
-}
-
-/// A label value: at most 63 characters, alphanumeric at both ends, `-_.` inside.
-pub fn is_label_value(value: &str) -> bool {
-    value.is_empty()
-        || (value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            && value
-                .as_bytes()
-                .first()
-                .is_some_and(u8::is_ascii_alphanumeric)
-            && value
-                .as_bytes()
-                .last()
-                .is_some_and(u8::is_ascii_alphanumeric))
 }
 
 fn names_other_namespaces(term: &PodAffinityTerm) -> bool {

@@ -39,6 +39,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
+use rkcm_gocompat::quantity::{Format, Quantity};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -290,22 +291,13 @@ fn volume_capacity(volume: &PersistentVolume) -> Option<&str> {
 }
 
 /// A size in bytes as a CSI driver's answer comes back as a quantity (`resource.NewQuantity(bytes,
-/// BinarySI)`): the largest binary suffix that divides it, else plain bytes.
+/// BinarySI)`, Go's `String()`): the largest binary suffix that divides it, else plain bytes.
 pub fn bytes_quantity(bytes: i128) -> String {
-    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    if bytes.abs() < 1024 {
-        return bytes.to_string();
+    match i64::try_from(bytes) {
+        Ok(bytes) => Quantity::from_int(bytes, Format::BinarySI).to_string(),
+        // Beyond any volume: written as plain bytes.
+        Err(_) => bytes.to_string(),
     }
-    let mut value = bytes;
-    let mut suffix = None;
-    for s in SUFFIXES {
-        if value % 1024 != 0 {
-            break;
-        }
-        value /= 1024;
-        suffix = Some(s);
-    }
-    format!("{value}{}", suffix.unwrap_or(""))
 }
 
 /// A quantity's bytes, rounded up (`None` when it is no quantity).

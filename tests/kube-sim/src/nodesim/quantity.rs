@@ -5,16 +5,11 @@
 use std::time::Duration;
 
 /// A quantity in thousandths of its unit (`"1"` → 1000, `"250m"` → 250, `"1Ki"` → 1_024_000),
-/// rounded up as kube-apiserver rounds a request. `None` for text that is not a quantity.
+/// rounded up as Go's `MilliValue` rounds. `None` for text that is not a quantity.
 pub fn milli(text: &str) -> Option<i128> {
-    // One quantity parser for the crate (exact, in nano-units): the defaulting module's.
-    let nanos = crate::defaults::parse_quantity_nanos(text)?;
-    let q = nanos.div_euclid(1_000_000);
-    Some(if nanos.rem_euclid(1_000_000) != 0 {
-        q + 1
-    } else {
-        q
-    })
+    // The one quantity parser of the workspace.
+    let quantity = rkcm_gocompat::Quantity::from_api(text).ok()?;
+    quantity.milli_value().map(i128::from)
 }
 
 /// A Go-style duration (`"3s"`, `"1m30s"`, `"500ms"`, `"2h"`); a bare number means seconds.

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use rkcm_gocompat::gofmt::quote_list;
 use serde_json::Value;
 
 use super::{Attributes, Policy, ResourceAttributes, Rule, GROUP, PRIVILEGED_GROUP};
@@ -150,7 +151,7 @@ fn confirm_no_escalation(
         return Ok(());
     }
     let described: BTreeSet<String> = compact(missing).iter().map(compact_string).collect();
-    let groups = go_quoted_list(&user.groups);
+    let groups = quote_list(&user.groups);
     let mut msg = format!(
         "user {} (groups={groups}) is attempting to grant RBAC permissions not currently held:\n{}",
         q(&user.name),
@@ -307,15 +308,9 @@ fn compact_string(r: &Rule) -> String {
     ]
     .iter()
     .filter(|(_, v)| !v.is_empty())
-    .map(|(k, v)| format!("{k}:{}", go_quoted_list(v)))
+    .map(|(k, v)| format!("{k}:{}", quote_list(v)))
     .collect();
     format!("{{{}}}", parts.join(", "))
-}
-
-/// A `[]string` as Go's `%q` prints it: `["a" "b"]`.
-fn go_quoted_list(v: &[String]) -> String {
-    let quoted: Vec<String> = v.iter().map(|s| q(s)).collect();
-    format!("[{}]", quoted.join(" "))
 }
 
 #[cfg(test)]

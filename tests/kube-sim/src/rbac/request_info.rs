@@ -9,8 +9,8 @@ use http::Method;
 
 use super::{Attributes, ResourceAttributes};
 use crate::request::percent_decode;
-use crate::selectors::FieldSelector;
 use crate::validation::is_path_segment_name;
+use rkcm_gocompat::FieldSelector;
 
 /// Namespace subresources: `/namespaces/NAME/status` is the namespace's, not a resource in it.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];

@@ -25,8 +25,8 @@ use k8s_openapi::api::discovery::v1::{EndpointHints, ForZone};
 use tracing::{debug, info};
 
 use crate::locks::lock;
-use crate::quantity::Quantity;
 use crate::recorder::{NORMAL, WARNING};
+use rkcm_gocompat::quantity::Quantity;
 
 use super::utils::ZONE_LABEL;
 

@@ -92,6 +92,14 @@ fn check(cases: Vec<Case>) {
         assert_eq!(changes.create, case.create, "{}: created", case.name);
         let backoff = case.backoff.map(Duration::from_secs);
         assert_eq!(changes.backoff, backoff, "{}: backoff", case.name);
+        let action = if !changes.delete.is_empty() {
+            "pods_deleted"
+        } else if !changes.create.is_empty() || changes.backoff.is_some() {
+            "pods_created"
+        } else {
+            "tracking"
+        };
+        assert_eq!(changes.action, action, "{}: action", case.name);
     }
 }
 
@@ -245,30 +253,76 @@ fn indexed_jobs_run_one_pod_per_pending_index() {
             .concat(),
         )
         .deletes(&["bad-pending", "bad-running", "unindexed0"]),
-        // Upstream deletes or creates in one sync, never both (its "indexed job
-        // repeated indexes" creates nothing); this controller does both.
+        // Upstream's "indexed job repeated indexes": a sync that deletes creates
+        // nothing (indexes 3 and 4 come in the next one); of index 2's pods the running
+        // one, removed last, is kept.
         case(
-            "a repeated index keeps one pod",
+            "repeated indexes: delete, create nothing",
             indexed(5, 5),
             at_index(&[
+                ("bad", "invalid", "Running"),
                 ("a", "0", "Succeeded"),
                 ("b", "1", "Running"),
                 ("c", "2", "Running"),
                 ("d", "2", "Pending"),
             ]),
         )
-        .deletes(&["d"])
-        .creates_indexes(&[3, 4]),
+        .deletes(&["bad", "d"]),
         case(
-            "beyond parallelism the highest indexes go",
-            indexed(1, 5),
+            "of an index's pods the ready one is kept, whatever their order",
+            indexed(2, 2),
+            vec![
+                pod("ready", "Running").index("0").on_node().ready().build(),
+                pod("late", "Running").index("0").on_node().build(),
+                pod("other", "Running").index("1").on_node().build(),
+            ],
+        )
+        .deletes(&["late"]),
+        // Upstream's "indexed job with indexes outside of range".
+        case(
+            "indexes beyond completions are deleted",
+            indexed(2, 5),
             at_index(&[
-                ("a", "0", "Running"),
-                ("b", "3", "Running"),
-                ("c", "4", "Running"),
+                ("a", "0", "Succeeded"),
+                ("b", "5", "Running"),
+                ("c", "6", "Succeeded"),
+                ("d", "7", "Pending"),
+                ("e", "8", "Failed"),
             ]),
         )
-        .deletes(&["b", "c"]),
+        .deletes(&["b", "d"]),
+        case(
+            "a negative index is no index",
+            indexed(2, 5),
+            at_index(&[("neg", "-1", "Running"), ("a", "0", "Running")]),
+        )
+        .deletes(&["neg"]),
+        case(
+            "and is no completed index either",
+            indexed(1, 2),
+            at_index(&[("neg", "-1", "Succeeded"), ("a", "0", "Succeeded")]),
+        )
+        .creates_indexes(&[1]),
+        case(
+            "beyond parallelism, the pods removed first go, not the highest indexes",
+            indexed(1, 5),
+            vec![
+                pod("a", "Running").index("0").on_node().build(),
+                pod("b", "Running").index("3").on_node().ready().build(),
+                pod("c", "Pending").index("4").on_node().build(),
+            ],
+        )
+        .deletes(&["a", "c"]),
+        case(
+            "an active pod of a completed index is kept while wanted",
+            indexed(3, 4),
+            at_index(&[
+                ("done", "0", "Succeeded"),
+                ("late", "0", "Running"),
+                ("b", "1", "Running"),
+            ]),
+        )
+        .creates_indexes(&[2]),
         case(
             "without a per-index limit the whole Job backs off",
             indexed(2, 4),

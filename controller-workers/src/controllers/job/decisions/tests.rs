@@ -29,6 +29,10 @@ struct Case {
     status: JobStatus,
     pods: Vec<Arc<Pod>>,
     satisfied: bool,
+    /// Every deletion the plan asks for goes through.
+    all_deleted: bool,
+    /// The Job has a deletionTimestamp.
+    being_deleted: bool,
     /// The reasons of the events recorded, in order.
     events: &'static [&'static str],
     deletes: usize,
@@ -42,6 +46,8 @@ fn case(name: &'static str, spec: JobSpec, pods: Vec<Arc<Pod>>) -> Case {
         status: JobStatus::default(),
         pods,
         satisfied: true,
+        all_deleted: true,
+        being_deleted: false,
         events: &[],
         deletes: 0,
         creates: 0,
@@ -55,6 +61,14 @@ impl Case {
     }
     fn unsatisfied(mut self) -> Self {
         self.satisfied = false;
+        self
+    }
+    fn being_deleted(mut self) -> Self {
+        self.being_deleted = true;
+        self
+    }
+    fn deletion_fails(mut self) -> Self {
+        self.all_deleted = false;
         self
     }
     fn events(mut self, reasons: &'static [&'static str]) -> Self {
@@ -71,24 +85,54 @@ impl Case {
     }
 }
 
-fn decide(spec: JobSpec, status: JobStatus, pods: Vec<Arc<Pod>>, satisfied: bool) -> Plan {
+fn job_with(spec: JobSpec, status: JobStatus) -> Job {
     let mut job = job(spec);
     set_status(&mut job, status);
-    let mut counts = count(&job, pods, HashSet::new());
+    job
+}
+
+fn decide_for(job: &Job, pods: Vec<Arc<Pod>>, satisfied: bool) -> Plan {
+    let mut counts = count(job, pods, HashSet::new());
     // As the sync does, with a controller that sees these pods finish for the first time.
     counts.backoff = record_for(&BackoffRecord::default(), &counts);
-    plan(&job, &counts, satisfied, fixtures::now())
+    plan(job, &counts, satisfied, fixtures::now())
+}
+
+fn decide(spec: JobSpec, status: JobStatus, pods: Vec<Arc<Pod>>, satisfied: bool) -> Plan {
+    decide_for(&job_with(spec, status), pods, satisfied)
+}
+
+/// The plan, and what it writes once every deletion went through.
+fn settled(spec: JobSpec, status: JobStatus, pods: Vec<Arc<Pod>>) -> (Plan, Outcome) {
+    let job = job_with(spec, status);
+    let plan = decide_for(&job, pods, true);
+    let outcome = plan.clone().settle(&job, true, fixtures::now());
+    (plan, outcome)
 }
 
 fn check(cases: Vec<Case>) {
     for case in cases {
-        let plan = decide(case.spec, case.status, case.pods, case.satisfied);
-        let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
-        assert_eq!(reasons, case.events, "{}: events", case.name);
+        let mut job = job_with(case.spec, case.status);
+        if case.being_deleted {
+            job.metadata.deletion_timestamp = Some(Time(fixtures::now()));
+        }
+        let plan = decide_for(&job, case.pods, case.satisfied);
         assert_eq!(plan.delete.len(), case.deletes, "{}: deleted", case.name);
         assert_eq!(plan.create.len(), case.creates, "{}: created", case.name);
-        let failed = plan.finished.as_ref().filter(|(ok, _)| !ok).map(|(_, r)| r);
-        let failed_event = plan.events.first().filter(|e| e.type_ == WARNING);
+        assert!(
+            plan.delete.is_empty() || plan.create.is_empty(),
+            "{}: deletes or creates, never both",
+            case.name
+        );
+        let outcome = plan.settle(&job, case.all_deleted, fixtures::now());
+        let reasons: Vec<&str> = outcome.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, case.events, "{}: events", case.name);
+        let failed = outcome
+            .finished
+            .as_ref()
+            .filter(|(ok, _)| !ok)
+            .map(|(_, r)| r);
+        let failed_event = outcome.events.first().filter(|e| e.type_ == WARNING);
         assert_eq!(
             failed,
             failed_event.map(|e| &e.reason),
@@ -197,6 +241,24 @@ fn failure_reasons_come_in_upstreams_order() {
             vec![pod("s", "Succeeded").restarts(1).build()],
         )
         .creates(1),
+        // Upstream deletes a failing Job's active pods at once, but declares it failed
+        // only once its expectations are met and every deletion went through.
+        case(
+            "failing with expectations pending",
+            spec(2, Some(5)),
+            vec![running()],
+        )
+        .status(failed(7))
+        .unsatisfied()
+        .deletes(1),
+        case(
+            "failing when a deletion fails",
+            spec(2, Some(5)),
+            vec![running()],
+        )
+        .status(failed(7))
+        .deletion_fails()
+        .deletes(1),
         case(
             "deadline passed",
             deadline(spec(1, Some(1)), 10),
@@ -275,6 +337,11 @@ fn completion_suspension_and_expectations() {
         ..condition("Suspended", "True")
     };
     let suspend = |s: JobSpec| with(s, |s| s.suspend = Some(true));
+    let pods_running = |n: usize| -> Vec<Arc<Pod>> {
+        (0..n)
+            .map(|i| pod(&format!("r{i}"), "Running").build())
+            .collect()
+    };
     let succeeded = |n: usize| -> Vec<Arc<Pod>> {
         (0..n)
             .map(|i| pod(&format!("s{i}"), "Succeeded").build())
@@ -314,16 +381,55 @@ fn completion_suspension_and_expectations() {
         )
         .events(&["Suspended"])
         .deletes(2),
-        // Upstream waits for its expectations before it suspends; this controller
-        // suspends at once.
+        // Upstream's "suspending a job with unsatisfied expectations": nothing is
+        // deleted, and the Job is not suspended yet.
         case(
             "suspending with expectations pending",
             suspend(spec(2, Some(4))),
-            vec![pod("a", "Running").build()],
+            pods_running(3),
+        )
+        .unsatisfied(),
+        case(
+            "suspending when a deletion fails",
+            suspend(spec(2, Some(4))),
+            pods_running(2),
+        )
+        .deletion_fails()
+        .events(&["Suspended"])
+        .deletes(2),
+        case(
+            "completions reached while suspended",
+            suspend(spec(2, Some(2))),
+            [succeeded(2), pods_running(1)].concat(),
+        )
+        .events(&["Completed"])
+        .deletes(1),
+        case(
+            "completions reached with expectations pending and a pod left",
+            spec(2, Some(2)),
+            [succeeded(2), pods_running(1)].concat(),
+        )
+        .unsatisfied(),
+        case(
+            "completions reached with expectations pending and no pod left",
+            spec(2, Some(2)),
+            succeeded(2),
         )
         .unsatisfied()
-        .events(&["Suspended"])
+        .events(&["Completed"]),
+        case(
+            "completions reached but a pod could not be deleted",
+            spec(2, Some(2)),
+            [succeeded(2), pods_running(1)].concat(),
+        )
+        .deletion_fails()
         .deletes(1),
+        case(
+            "a Job being deleted creates no pods",
+            spec(2, Some(4)),
+            vec![],
+        )
+        .being_deleted(),
         case("already suspended", suspend(spec(2, Some(4))), vec![])
             .status(conditions(vec![suspended.clone()])),
         case("resuming", spec(2, Some(4)), vec![])
@@ -370,8 +476,11 @@ fn start_time_and_deadline() {
     );
 
     let suspended = with(deadline(spec(1, Some(1)), 10), |s| s.suspend = Some(true));
-    let plan = decide(suspended, started(100), vec![], true);
-    assert!(plan.events.iter().all(|e| e.reason != "DeadlineExceeded"));
+    let (plan, outcome) = settled(suspended, started(100), vec![]);
+    assert!(outcome
+        .events
+        .iter()
+        .all(|e| e.reason != "DeadlineExceeded"));
     assert_eq!(plan.requeue_after, None, "no deadline runs while suspended");
 
     // Resuming restarts the clock; the deadline of this sync still counts from before.
@@ -380,8 +489,8 @@ fn start_time_and_deadline() {
         start_time: Some(ago(4)),
         ..resumed
     };
-    let plan = decide(deadline(spec(1, Some(1)), 10), status, vec![], true);
-    assert_eq!(plan.status.start_time, Some(Time(now)));
+    let (plan, outcome) = settled(deadline(spec(1, Some(1)), 10), status, vec![]);
+    assert_eq!(outcome.status.start_time, Some(Time(now)));
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(6)));
 
     let failed_now = pod("f", "Failed").finished_at(now).build();
@@ -402,8 +511,9 @@ fn start_time_and_deadline() {
 #[test]
 fn conditions_a_finish_sets() {
     let now = fixtures::now();
-    let find = |plan: &Plan, type_: &str| {
-        plan.status
+    let find = |outcome: &Outcome, type_: &str| {
+        outcome
+            .status
             .conditions
             .iter()
             .flatten()
@@ -413,49 +523,137 @@ fn conditions_a_finish_sets() {
     let fail_job = with(spec(1, Some(1)), |s| {
         s.pod_failure_policy = Some(exit_code_policy(&[("FailJob", 42)]))
     });
-    let plan = decide(
+    let (_, outcome) = settled(
         fail_job,
         JobStatus::default(),
         vec![pod("f", "Failed").exit_code(42).build()],
-        true,
     );
-    let target = find(&plan, "FailureTarget").expect("the interim FailureTarget");
-    let failed = find(&plan, "Failed").expect("Failed");
+    let target = find(&outcome, "FailureTarget").expect("the interim FailureTarget");
+    let failed = find(&outcome, "Failed").expect("Failed");
     assert_eq!(target.reason, failed.reason);
     assert_eq!(failed.reason.as_deref(), Some("PodFailurePolicy"));
-    assert_eq!(failed.message, Some(plan.events[0].message.clone()));
-    assert_eq!(plan.finished, Some((false, "PodFailurePolicy".into())));
-    assert_eq!(plan.status.completion_time, None);
+    assert_eq!(failed.message, Some(outcome.events[0].message.clone()));
+    assert_eq!(outcome.finished, Some((false, "PodFailurePolicy".into())));
+    assert_eq!(outcome.status.completion_time, None);
 
-    let plan = decide(
+    let (_, outcome) = settled(
         spec(1, Some(1)),
         JobStatus::default(),
         vec![pod("s", "Succeeded").build()],
-        true,
     );
-    let complete = find(&plan, "Complete").expect("Complete");
+    let complete = find(&outcome, "Complete").expect("Complete");
     assert_eq!((complete.status.as_str(), complete.reason), ("True", None));
-    assert_eq!(plan.status.completion_time, Some(Time(now)));
-    assert_eq!(plan.finished, Some((true, String::new())));
+    assert_eq!(outcome.status.completion_time, Some(Time(now)));
+    assert_eq!(outcome.finished, Some((true, String::new())));
 
     let resumed = conditions(vec![condition("Suspended", "True")]);
-    let plan = decide(spec(1, Some(1)), resumed, vec![], true);
-    let suspended = find(&plan, "Suspended").expect("Suspended");
+    let (_, outcome) = settled(spec(1, Some(1)), resumed, vec![]);
+    let suspended = find(&outcome, "Suspended").expect("Suspended");
     assert_eq!(suspended.status, "False");
     assert_eq!(suspended.reason.as_deref(), Some("JobResumed"));
-    assert_eq!(plan.finished, None);
+    assert_eq!(outcome.finished, None);
+
+    // A finish that is not declared leaves no condition behind.
+    let job = job_with(
+        with(spec(1, Some(1)), |s| s.suspend = Some(true)),
+        JobStatus::default(),
+    );
+    let plan = decide_for(
+        &job,
+        vec![pod("s", "Succeeded").build(), pod("r", "Running").build()],
+        true,
+    );
+    assert_eq!(plan.finish, Some(Finish::Complete));
+    let outcome = plan.settle(&job, false, now);
+    assert_eq!(find(&outcome, "Complete"), None);
+    assert_eq!(outcome.status.completion_time, None);
+    assert_eq!(
+        find(&outcome, "Suspended").map(|c| c.status),
+        Some("True".into()),
+        "a suspended Job that did not complete is suspended still"
+    );
 }
 
 #[test]
-fn at_most_500_pods_are_deleted_at_once() {
-    let pods: Vec<Arc<Pod>> = (0..600)
-        .map(|i| pod(&format!("r{i}"), "Running").build())
-        .collect();
+fn at_most_500_pods_are_deleted_at_once_but_a_suspended_job_loses_all() {
+    let pods = || -> Vec<Arc<Pod>> {
+        (0..600)
+            .map(|i| pod(&format!("r{i}"), "Running").build())
+            .collect()
+    };
+    let plan = decide(spec(1, Some(1000)), JobStatus::default(), pods(), true);
+    assert_eq!(plan.delete.len(), 500, "beyond parallelism: 500 a sync");
+    // Upstream limits only the removal of excess pods; a suspended Job's, like a
+    // failing Job's, all go at once.
     let plan = decide(
         with(spec(1, Some(1)), |s| s.suspend = Some(true)),
         JobStatus::default(),
-        pods,
+        pods(),
         true,
     );
-    assert_eq!(plan.delete.len(), 500);
+    assert_eq!(plan.delete.len(), 600);
+}
+
+/// The job_sync metrics' action label, as upstream's syncJob sets it.
+#[test]
+fn the_sync_action() {
+    let running = || vec![pod("r", "Running").build()];
+    let suspended = with(spec(1, Some(2)), |s| s.suspend = Some(true));
+    let cases = [
+        (
+            "expectations pending",
+            spec(1, Some(2)),
+            JobStatus::default(),
+            vec![],
+            false,
+            "reconciling",
+        ),
+        (
+            "failing",
+            spec(1, Some(2)),
+            failed(7),
+            running(),
+            true,
+            "reconciling",
+        ),
+        (
+            "suspended, nothing to delete",
+            suspended.clone(),
+            JobStatus::default(),
+            vec![],
+            true,
+            "pods_deleted",
+        ),
+        (
+            "suspended",
+            suspended,
+            JobStatus::default(),
+            running(),
+            true,
+            "pods_deleted",
+        ),
+        (
+            "creating",
+            spec(1, Some(2)),
+            JobStatus::default(),
+            vec![],
+            true,
+            "pods_created",
+        ),
+        (
+            "nothing to do",
+            spec(1, Some(2)),
+            JobStatus::default(),
+            running(),
+            true,
+            "tracking",
+        ),
+    ];
+    for (name, spec, status, pods, satisfied, action) in cases {
+        assert_eq!(
+            decide(spec, status, pods, satisfied).action,
+            action,
+            "{name}"
+        );
+    }
 }

@@ -1,9 +1,9 @@
 //! How Go's `fmt` prints values that kube-apiserver puts in its messages: one copy, used by
-//! every message kube-sim writes the way the real server does.
+//! every message the product and kube-sim write the way the real components do.
 
 /// A string as Go's `%q` (`strconv.Quote`) prints it: the usual escapes, `\xNN` for
 /// other ASCII control bytes, `\uNNNN` / `\UNNNNNNNN` for other non-printable characters.
-pub(crate) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -34,9 +34,34 @@ pub(crate) fn quote(s: &str) -> String {
     out
 }
 
+/// A `[]string` as Go's `%#v` prints it: `[]string{"a", "b"}`, or `[]string(nil)` for a
+/// nil slice (`nil`).
+pub fn go_string_slice(values: &[String], nil: bool) -> String {
+    if nil {
+        return "[]string(nil)".to_string();
+    }
+    let parts: Vec<String> = values.iter().map(|v| quote(v)).collect();
+    format!("[]string{{{}}}", parts.join(", "))
+}
+
+/// A `[]string` as Go's `%q` prints it: `["a" "b"]`.
+pub fn quote_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| quote(item)).collect();
+    format!("[{}]", quoted.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::quote;
+    use super::{quote, quote_list};
+
+    #[test]
+    fn lists_are_quoted_as_go_quotes_them() {
+        assert_eq!(quote_list(&[]), "[]");
+        assert_eq!(
+            quote_list(&["a".to_string(), "b \"c\"".to_string(), "\u{85}".to_string()]),
+            r#"["a" "b \"c\"" "\u0085"]"#
+        );
+    }
 
     #[test]
     fn strings_are_quoted_as_go_quotes_them() {
