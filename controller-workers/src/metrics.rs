@@ -165,3 +165,39 @@ impl Metrics {
         out
     }
 }
+
+/// A counter exposed under its own name: component-base's counters that upstream named
+/// without the `_total` suffix prometheus-client's `Counter` would add
+/// (`volume_operation_total_errors`, `endpoint_slice_controller_changes`, ...).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlainCounter(std::sync::Arc<AtomicU64>);
+
+impl PlainCounter {
+    pub(crate) fn inc(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for PlainCounter {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Counter;
+}
+
+impl prometheus_client::encoding::EncodeMetric for PlainCounter {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        // The gauge encoding writes the sample under the family's name as it is.
+        encoder.encode_gauge(&self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Counter
+    }
+}

@@ -235,6 +235,14 @@ pub fn in_tree_plugin(volume: &PersistentVolume) -> Option<&'static str> {
     }
 }
 
+/// The buckets of upstream's volume operation histograms (`storage_operation_duration_seconds`,
+/// `volume_operation_total_seconds`).
+pub(crate) fn operation_histogram() -> prometheus_client::metrics::histogram::Histogram {
+    prometheus_client::metrics::histogram::Histogram::new([
+        0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

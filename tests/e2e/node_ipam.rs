@@ -477,7 +477,7 @@ async fn bad_flag_combinations_exit_2_with_upstreams_message() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--informer") && !stderr.contains("CIDR"),
+        stderr.contains("--informer") && !stderr.contains("invalid CIDR"),
         "only the --informer error: {stderr}"
     );
 }

@@ -44,6 +44,18 @@ pub const SKIP_MIRROR_LABEL: &str = "endpointslice.kubernetes.io/skip-mirror";
 /// such objects are neither deleted as leftovers nor mirrored.
 pub const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
+/// The generateName of a new EndpointSlice: `<name>-`, or the bare name when the dash would
+/// not make a valid name prefix (the API server checks a generated prefix with its trailing
+/// dash masked by a letter). Both the endpointslice and the mirroring controllers name
+/// their slices so.
+pub fn endpoint_slice_prefix(name: &str) -> String {
+    if rkcm_gocompat::validation::is_dns1123_subdomain(&format!("{name}a")).is_empty() {
+        format!("{name}-")
+    } else {
+        name.to_string()
+    }
+}
+
 /// The Service's selector, `None` when it has none: a Service without a selector (or with
 /// an empty one, which the API server does not keep) has its Endpoints made by hand.
 pub fn service_selector(service: &Service) -> Option<&BTreeMap<String, String>> {

@@ -7,47 +7,22 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::metrics::MetricType;
 
 use crate::locks::lock;
-use crate::metrics::{Labels, Metrics};
+use crate::metrics::{Labels, Metrics, PlainCounter};
 
 use super::actual::ActualState;
 use super::desired::DesiredState;
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
-
-fn operation_histogram() -> Histogram {
-    Histogram::new([
-        0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
-    ])
-}
-
-/// A counter written under its own name (component-base counters have no `_total`).
-#[derive(Clone, Debug, Default)]
-pub(super) struct PlainCounter(Arc<AtomicU64>);
-
-impl TypedMetric for PlainCounter {
-    const TYPE: MetricType = MetricType::Counter;
-}
-
-impl EncodeMetric for PlainCounter {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        encoder.encode_gauge(&self.0.load(Ordering::Relaxed))
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Counter
-    }
-}
 
 /// Why a detach did not wait for the node to unmount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +52,7 @@ pub(super) struct AttachDetachMetrics {
 impl AttachDetachMetrics {
     pub(super) fn unregistered() -> AttachDetachMetrics {
         AttachDetachMetrics {
-            operations: Family::new_with_constructor(operation_histogram),
+            operations: Family::new_with_constructor(crate::volume_util::operation_histogram),
             forced_detaches: Family::default(),
         }
     }
@@ -124,10 +99,7 @@ impl AttachDetachMetrics {
 
     pub(super) fn forced_detach(&self, reason: ForceReason) {
         let labels = vec![("reason".to_string(), reason.label().to_string())];
-        self.forced_detaches
-            .get_or_create(&labels)
-            .0
-            .fetch_add(1, Ordering::Relaxed);
+        self.forced_detaches.get_or_create(&labels).inc();
     }
 }
 

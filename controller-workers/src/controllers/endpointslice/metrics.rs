@@ -9,52 +9,19 @@
 //! [`PlainCounter`] keeps the names as they are.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use crate::endpointutil::PortMapKey;
 use crate::locks::lock;
-use crate::metrics::{Labels, Metrics};
+use crate::metrics::{Labels, Metrics, PlainCounter};
 
 use super::StaleInformerCache;
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
-
-/// A counter exposed under its own name, without the `_total` suffix.
-#[derive(Clone, Debug, Default)]
-pub(super) struct PlainCounter(Arc<AtomicU64>);
-
-impl PlainCounter {
-    pub(super) fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    #[cfg(test)]
-    pub(super) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl TypedMetric for PlainCounter {
-    const TYPE: MetricType = MetricType::Counter;
-}
-
-impl EncodeMetric for PlainCounter {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        // The gauge encoding writes the sample under the family's name as it is.
-        encoder.encode_gauge(&self.0.load(Ordering::Relaxed))
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Counter
-    }
-}
 
 fn endpoints_histogram() -> Histogram {
     Histogram::new(exponential_buckets(2.0, 2.0, 15))

@@ -9,7 +9,6 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
-use rkcm_gocompat::validation::is_dns1123_subdomain;
 use tracing::{debug, info};
 
 use crate::endpointutil::{
@@ -173,17 +172,7 @@ pub(super) fn new_endpoint_slice(
     }
 }
 
-/// `<name>-`, or the name alone when the dash would make it an invalid name prefix.
-pub(super) fn endpoint_slice_prefix(service_name: &str) -> String {
-    let prefix = format!("{service_name}-");
-    // A generated name's prefix is checked with a letter in place of its trailing dash.
-    let masked = format!("{service_name}a");
-    if is_dns1123_subdomain(&masked).is_empty() {
-        prefix
-    } else {
-        service_name.to_string()
-    }
-}
+pub(super) use crate::endpointutil::endpoint_slice_prefix;
 
 /// Whether the slice's ownerReferences name this Service (by UID).
 pub(super) fn owned_by(slice: &EndpointSlice, service: &Service) -> bool {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort as CorePort, Endpoints};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use rkcm_gocompat::validation::is_dns1123_subdomain;
 
 use crate::endpointutil::{
     address_type_of, EndpointKey, EndpointSet, PortMapKey, ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6,
@@ -132,16 +131,7 @@ pub(super) fn mirrored_annotations(endpoints: &Endpoints) -> BTreeMap<String, St
     )
 }
 
-/// The generateName of a new slice: `<name>-`, or the bare name when that would not make
-/// a valid name (the API server validates a prefix with its trailing dash masked).
-pub(super) fn endpoint_slice_prefix(name: &str) -> String {
-    let prefix = format!("{name}-");
-    if is_dns1123_subdomain(&format!("{name}a")).is_empty() {
-        prefix
-    } else {
-        name.to_string()
-    }
-}
+pub(super) use crate::endpointutil::endpoint_slice_prefix;
 
 /// The slice for one (address type, port set) of an Endpoints, without endpoints:
 /// `slice_name` names an existing slice it replaces, `None` makes a new one.

@@ -7,59 +7,26 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::metrics::MetricType;
 
 use crate::locks::lock;
-use crate::metrics::{Labels, Metrics};
+use crate::metrics::{Labels, Metrics, PlainCounter};
 use crate::store::Store;
 
 use super::helpers::{claim_phase, namespace, volume_phase, CLAIM_BOUND, FILESYSTEM, VOLUME_BOUND};
 use super::plugins::metric_plugin_name;
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
-
-fn operation_histogram() -> Histogram {
-    Histogram::new([
-        0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
-    ])
-}
-
-/// A counter exposed under its own name: upstream's `volume_operation_total_errors` has no
-/// `_total` suffix, which prometheus-client's counter would add.
-#[derive(Clone, Debug, Default)]
-pub(super) struct PlainCounter(Arc<AtomicU64>);
-
-impl PlainCounter {
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl TypedMetric for PlainCounter {
-    const TYPE: MetricType = MetricType::Counter;
-}
-
-impl EncodeMetric for PlainCounter {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        // The gauge encoding writes the sample under the family's name as it is.
-        encoder.encode_gauge(&self.0.load(Ordering::Relaxed))
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Counter
-    }
-}
 
 #[derive(Clone)]
 pub(super) struct BinderMetrics {
@@ -72,7 +39,9 @@ pub(super) struct BinderMetrics {
 impl BinderMetrics {
     pub(super) fn unregistered() -> BinderMetrics {
         BinderMetrics {
-            operation_seconds: Family::new_with_constructor(operation_histogram),
+            operation_seconds: Family::new_with_constructor(
+                crate::volume_util::operation_histogram,
+            ),
             operation_errors: Family::default(),
             retroactive: Counter::default(),
             retroactive_errors: Counter::default(),
