@@ -215,6 +215,11 @@ impl Stack {
     }
 
     async fn create_web(&self, ns: &str, replicas: usize) {
+        self.create_deployment(ns, replicas).await;
+        self.expose_web(ns).await;
+    }
+
+    async fn create_deployment(&self, ns: &str, replicas: usize) {
         self.kubectl(&[
             "create",
             "deployment",
@@ -226,6 +231,9 @@ impl Stack {
             ns,
         ])
         .await;
+    }
+
+    async fn expose_web(&self, ns: &str) {
         self.kubectl(&[
             "expose",
             "deployment",
@@ -243,8 +251,13 @@ impl Stack {
 async fn slices_follow_pods_are_restored_and_go_with_their_service() {
     let stack = Stack::start(&[]).await;
     let ns = stack.namespace("eps").await;
-    stack.create_web(&ns, 3).await;
+    // Exposed once its pods are ready, so the slice's last-change-trigger-time comes from
+    // the Service's creation: a pod seen unready and ready within one second of its Ready
+    // transition is no change to the trigger tracker (upstream's comparison), and such a
+    // write would carry no annotation.
+    stack.create_deployment(&ns, 3).await;
     let pods = stack.wait_ready_pods(&ns, "app=web", 3).await;
+    stack.expose_web(&ns).await;
     let service: Service = Api::namespaced(stack.cluster.client.clone(), &ns)
         .get("web")
         .await
