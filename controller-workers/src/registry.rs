@@ -16,6 +16,7 @@ use crate::controllers::{
     podautoscaler, podgc, pvbinder, pvcprotection, pvprotection, replicaset, resourceclaim,
     resourcequota, rootcacertpublisher, route, service, serviceaccount, serviceaccounttoken,
     servicecidrs, statefulset, storageversiongc, tainteviction, ttl, ttlafterfinished,
+    validatingadmissionpolicystatus,
 };
 use crate::generic_options::GenericOptions;
 use crate::worker::UsageError;
@@ -43,8 +44,8 @@ pub struct Descriptor {
     /// `None`: KCM gives it the kubeconfig's own identity even then (the token
     /// controller, which mints the very tokens the others use).
     pub service_account: Option<&'static str>,
-    /// What this version of rkcm builds; `None` for a controller it does not have yet.
-    pub implementation: Option<Implementation>,
+    /// How rkcm builds it.
+    pub implementation: Implementation,
 }
 
 /// How the worker builds an implemented controller.
@@ -82,19 +83,19 @@ pub enum Sharding {
 
 /// Why this set of controllers cannot run in a sharded group, if one of them cannot.
 pub fn sharding_refusal(controllers: &[&str]) -> Option<String> {
-    controllers.iter().find_map(
-        |name| match lookup(name)?.implementation.as_ref()?.sharding {
+    controllers
+        .iter()
+        .find_map(|name| match lookup(name)?.implementation.sharding {
             Sharding::Refused(reason) => Some(format!("{name} cannot be sharded: {reason}")),
             Sharding::ByNamespace { .. } | Sharding::ByKey => None,
-        },
-    )
+        })
 }
 
 /// The resources every shard of a group with these controllers receives whole.
 pub fn whole_resources(controllers: &[&str]) -> Vec<&'static str> {
     let mut whole: Vec<&'static str> = controllers
         .iter()
-        .filter_map(|name| lookup(name)?.implementation.as_ref())
+        .filter_map(|name| lookup(name).map(|d| &d.implementation))
         .flat_map(|implementation| match implementation.sharding {
             Sharding::ByNamespace { whole } => whole.iter().copied(),
             Sharding::ByKey => implementation.resources.iter().copied(),
@@ -108,18 +109,12 @@ pub fn whole_resources(controllers: &[&str]) -> Vec<&'static str> {
 
 pub type Build = fn(&ControllerContext, &ControllerOptions) -> anyhow::Result<Vec<Runnable>>;
 
-impl Descriptor {
-    pub fn implemented(&self) -> bool {
-        self.implementation.is_some()
-    }
-}
-
 const fn d(
     name: &'static str,
     alias: Option<&'static str>,
     availability: Availability,
     service_account: Option<&'static str>,
-    implementation: Option<Implementation>,
+    implementation: Implementation,
 ) -> Descriptor {
     Descriptor {
         name,
@@ -197,6 +192,8 @@ pub struct ControllerOptions {
     pub node_route: route::Options,
     #[command(flatten)]
     pub attach_detach: attachdetach::Options,
+    #[command(flatten)]
+    pub validating_admission_policy_status: validatingadmissionpolicystatus::Options,
 }
 
 impl ControllerOptions {
@@ -267,55 +264,55 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("serviceaccount-token"),
         Default,
         None,
-        Some(Implementation {
+        Implementation {
             resources: serviceaccounttoken::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| {
                 serviceaccounttoken::build(c, &o.serviceaccount_token, &o.root_ca_cert_publisher)
             },
-        }),
+        },
     ),
     d(
         "endpoints-controller",
         Some("endpoint"),
         Default,
         Some("endpoint-controller"),
-        Some(Implementation {
+        Implementation {
             resources: endpoint::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(endpoint::build(c, &o.endpoint)),
-        }),
+        },
     ),
     d(
         "endpointslice-controller",
         Some("endpointslice"),
         Default,
         Some("endpointslice-controller"),
-        Some(Implementation {
+        Implementation {
             resources: endpointslice::RESOURCES,
             sharding: Sharding::ByNamespace {
                 whole: &["v1/nodes"],
             },
             build: |c, o| one(endpointslice::build(c, &o.endpointslice)),
-        }),
+        },
     ),
     d(
         "endpointslice-mirroring-controller",
         Some("endpointslicemirroring"),
         Default,
         Some("endpointslicemirroring-controller"),
-        Some(Implementation {
+        Implementation {
             resources: endpointslicemirroring::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(endpointslicemirroring::build(c, &o.endpointslice_mirroring)),
-        }),
+        },
     ),
     d(
         "replicationcontroller-controller",
         Some("replicationcontroller"),
         Default,
         Some("replication-controller"),
-        Some(Implementation {
+        Implementation {
             resources: replicaset::REPLICATION_CONTROLLER_RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| {
@@ -324,460 +321,471 @@ pub const CONTROLLERS: &[Descriptor] = &[
                     &o.replication_controller,
                 ))
             },
-        }),
+        },
     ),
     d(
         "pod-garbage-collector-controller",
         Some("podgc"),
         Default,
         Some("pod-garbage-collector"),
-        Some(Implementation {
+        Implementation {
             resources: podgc::RESOURCES,
             sharding: Sharding::Refused(
                 "its --terminated-pod-gc-threshold counts terminated pods across the whole cluster, and it must see every Node to tell an orphaned pod; run it unsharded",
             ),
             build: |c, o| one(podgc::build(c, &o.podgc)),
-        }),
+        },
     ),
     d(
         "resourcequota-controller",
         Some("resourcequota"),
         Default,
         Some("resourcequota-controller"),
-        Some(Implementation {
+        Implementation {
             resources: resourcequota::RESOURCES,
             // Quotas count within their namespace, and the monitors stream the same shard.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| resourcequota::build(c, &o.resource_quota),
-        }),
+        },
     ),
     d(
         "namespace-controller",
         Some("namespace"),
         Default,
         Some("namespace-controller"),
-        Some(Implementation {
+        Implementation {
             resources: namespace::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(namespace::build(c, &o.namespace)),
-        }),
+        },
     ),
     d(
         "serviceaccount-controller",
         Some("serviceaccount"),
         Default,
         Some("service-account-controller"),
-        Some(Implementation {
+        Implementation {
             resources: serviceaccount::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(serviceaccount::build(c)),
-        }),
+        },
     ),
     d(
         "garbage-collector-controller",
         Some("garbagecollector"),
         Default,
         Some("generic-garbage-collector"),
-        Some(Implementation {
+        Implementation {
             resources: garbagecollector::RESOURCES,
             // Owners and dependents cross namespaces and cluster scope: every shard holds
             // the whole graph (its monitors stream whole) and acts on its own keys.
             sharding: Sharding::ByKey,
             build: |c, o| garbagecollector::build(c, &o.garbage_collector),
-        }),
+        },
     ),
     d(
         "daemonset-controller",
         Some("daemonset"),
         Default,
         Some("daemon-set-controller"),
-        Some(Implementation {
+        Implementation {
             resources: daemonset::RESOURCES,
             sharding: Sharding::ByNamespace {
                 whole: &["v1/nodes"],
             },
             build: |c, o| one(daemonset::build(c, &o.daemonset)),
-        }),
+        },
     ),
     d(
         "job-controller",
         Some("job"),
         Default,
         Some("job-controller"),
-        Some(Implementation {
+        Implementation {
             resources: job::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(job::build(c, &o.job)),
-        }),
+        },
     ),
     d(
         "deployment-controller",
         Some("deployment"),
         Default,
         Some("deployment-controller"),
-        Some(Implementation {
+        Implementation {
             resources: deployment::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(deployment::build(c, &o.deployment)),
-        }),
+        },
     ),
     d(
         "replicaset-controller",
         Some("replicaset"),
         Default,
         Some("replicaset-controller"),
-        Some(Implementation {
+        Implementation {
             resources: replicaset::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(replicaset::build(c, &o.replicaset)),
-        }),
+        },
     ),
     d(
         "horizontal-pod-autoscaler-controller",
         Some("horizontalpodautoscaling"),
         Default,
         Some("horizontal-pod-autoscaler"),
-        Some(Implementation {
+        Implementation {
             resources: podautoscaler::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(podautoscaler::build(c, &o.horizontal_pod_autoscaler)),
-        }),
+        },
     ),
     d(
         "disruption-controller",
         Some("disruption"),
         Default,
         Some("disruption-controller"),
-        Some(Implementation {
+        Implementation {
             resources: disruption::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(disruption::build(c)),
-        }),
+        },
     ),
     d(
         "statefulset-controller",
         Some("statefulset"),
         Default,
         Some("statefulset-controller"),
-        Some(Implementation {
+        Implementation {
             resources: statefulset::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(statefulset::build(c, &o.statefulset)),
-        }),
+        },
     ),
     d(
         "cronjob-controller",
         Some("cronjob"),
         Default,
         Some("cronjob-controller"),
-        Some(Implementation {
+        Implementation {
             resources: cronjob::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(cronjob::build(c, &o.cronjob)),
-        }),
+        },
     ),
     d(
         "certificatesigningrequest-signing-controller",
         Some("csrsigning"),
         Default,
         Some("certificate-controller"),
-        Some(Implementation {
+        Implementation {
             resources: certificates::RESOURCES,
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, o| certificates::build_signing(c, &o.csr_signing),
-        }),
+        },
     ),
     d(
         "certificatesigningrequest-approving-controller",
         Some("csrapproving"),
         Default,
         Some("certificate-controller"),
-        Some(Implementation {
+        Implementation {
             resources: certificates::RESOURCES,
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, _| one(certificates::build_approving(c)),
-        }),
+        },
     ),
     d(
         "certificatesigningrequest-cleaner-controller",
         Some("csrcleaner"),
         Default,
         Some("certificate-controller"),
-        Some(Implementation {
+        Implementation {
             resources: certificates::RESOURCES,
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, _| one(certificates::build_cleaner(c)),
-        }),
+        },
     ),
     d(
         "ttl-controller",
         Some("ttl"),
         Default,
         Some("ttl-controller"),
-        Some(Implementation {
+        Implementation {
             resources: ttl::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace, and the TTL follows the count of all Nodes; run it unsharded",
             ),
             build: |c, _| one(ttl::build(c)),
-        }),
+        },
     ),
     d(
         "bootstrap-signer-controller",
         Some("bootstrapsigner"),
         DisabledByDefault,
         Some("bootstrap-signer"),
-        Some(Implementation {
+        Implementation {
             resources: bootstrap::bootstrapsigner::RESOURCES,
             sharding: Sharding::Refused(
                 "its one key, kube-public/cluster-info, is signed with the token Secrets of kube-system, and a shard holds one namespace without the other; run it unsharded",
             ),
             build: |c, _| one(bootstrap::bootstrapsigner::build(c)),
-        }),
+        },
     ),
     d(
         "token-cleaner-controller",
         Some("tokencleaner"),
         DisabledByDefault,
         Some("token-cleaner"),
-        Some(Implementation {
+        Implementation {
             resources: bootstrap::tokencleaner::RESOURCES,
             // Its keys are the Secrets of kube-system: the shard that holds that
             // namespace does all the work.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(bootstrap::tokencleaner::build(c)),
-        }),
+        },
     ),
     d(
         "node-ipam-controller",
         Some("nodeipam"),
         Default,
         Some("node-controller"),
-        Some(Implementation {
+        Implementation {
             resources: nodeipam::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
             ),
             build: |c, o| nodeipam::build(c, &o.node_ipam),
-        }),
+        },
     ),
     d(
         "node-lifecycle-controller",
         Some("nodelifecycle"),
         Default,
         Some("node-controller"),
-        Some(Implementation {
+        Implementation {
             resources: nodelifecycle::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
             ),
             build: |c, o| nodelifecycle::build(c, &o.node_lifecycle),
-        }),
+        },
     ),
     d(
         "taint-eviction-controller",
         None,
         Default,
         Some("node-controller"),
-        Some(Implementation {
+        Implementation {
             resources: tainteviction::RESOURCES,
             sharding: Sharding::Refused(
                 "it follows Nodes, which belong to no namespace, to their pods; run it unsharded",
             ),
             build: |c, _| tainteviction::build(c),
-        }),
+        },
     ),
     d(
         "persistentvolume-binder-controller",
         Some("persistentvolume-binder"),
         Default,
         Some("persistent-volume-binder"),
-        Some(Implementation {
+        Implementation {
             resources: pvbinder::RESOURCES,
             sharding: Sharding::Refused(
                 "PersistentVolumes belong to no namespace and a claim may bind any of them; run it unsharded",
             ),
             build: |c, o| pvbinder::build(c, &o.pv_binder),
-        }),
+        },
     ),
     d(
         "persistentvolume-attach-detach-controller",
         Some("attachdetach"),
         Default,
         Some("attachdetach-controller"),
-        Some(Implementation {
+        Implementation {
             resources: attachdetach::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are (volume, node) pairs across namespaces and Nodes belong to no namespace; run it unsharded",
             ),
             build: |c, o| attachdetach::build(c, &o.attach_detach),
-        }),
+        },
     ),
     d(
         "persistentvolume-expander-controller",
         Some("persistentvolume-expander"),
         Default,
         Some("expand-controller"),
-        Some(Implementation {
+        Implementation {
             resources: expand::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(expand::build(c)),
-        }),
+        },
     ),
     d(
         "clusterrole-aggregation-controller",
         Some("clusterrole-aggregation"),
         Default,
         Some("clusterrole-aggregation-controller"),
-        Some(Implementation {
+        Implementation {
             resources: clusterroleaggregation::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are ClusterRoles, which belong to no namespace; run it unsharded",
             ),
             build: |c, _| one(clusterroleaggregation::build(c)),
-        }),
+        },
     ),
     d(
         "persistentvolumeclaim-protection-controller",
         Some("pvc-protection"),
         Default,
         Some("pvc-protection-controller"),
-        Some(Implementation {
+        Implementation {
             resources: pvcprotection::RESOURCES,
             // Claims and the pods that use them share a namespace; the live check lists
             // one namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(pvcprotection::build(c)),
-        }),
+        },
     ),
     d(
         "persistentvolume-protection-controller",
         Some("pv-protection"),
         Default,
         Some("pv-protection-controller"),
-        Some(Implementation {
+        Implementation {
             resources: pvprotection::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are PersistentVolumes, which belong to no namespace; run it unsharded",
             ),
             build: |c, _| one(pvprotection::build(c)),
-        }),
+        },
     ),
     d(
         "ttl-after-finished-controller",
         Some("ttl-after-finished"),
         Default,
         Some("ttl-after-finished-controller"),
-        Some(Implementation {
+        Implementation {
             resources: ttlafterfinished::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(ttlafterfinished::build(c, &o.ttl_after_finished)),
-        }),
+        },
     ),
     d(
         "root-ca-certificate-publisher-controller",
         Some("root-ca-cert-publisher"),
         Default,
         Some("root-ca-cert-publisher"),
-        Some(Implementation {
+        Implementation {
             resources: rootcacertpublisher::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| rootcacertpublisher::build(c, &o.root_ca_cert_publisher),
-        }),
+        },
     ),
     d(
         "ephemeral-volume-controller",
         Some("ephemeral-volume"),
         Default,
         Some("ephemeral-volume-controller"),
-        Some(Implementation {
+        Implementation {
             resources: ephemeral::RESOURCES,
             // A pod and the claims of its ephemeral volumes share a namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(ephemeral::build(c, &o.ephemeral_volume)),
-        }),
+        },
     ),
     d(
         "storageversion-garbage-collector-controller",
         Some("storage-version-gc"),
         FeatureGated("APIServerIdentity,StorageVersionAPI"),
         Some("storage-version-garbage-collector"),
-        Some(Implementation {
+        Implementation {
             resources: storageversiongc::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are cluster-scoped StorageVersions and kube-system identity Leases, which no namespace shard owns",
             ),
             build: |c, _| storageversiongc::build(c),
-        }),
+        },
     ),
     d(
         "resourceclaim-controller",
         Some("resource-claim-controller"),
         FeatureGated("DynamicResourceAllocation"),
         Some("resource-claim-controller"),
-        Some(Implementation {
+        Implementation {
             resources: resourceclaim::RESOURCES,
             // A pod, its claims, its claims' templates and its scheduling context share
             // a namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(resourceclaim::build(c)),
-        }),
+        },
     ),
     d(
         "legacy-serviceaccount-token-cleaner-controller",
         Some("legacy-service-account-token-cleaner"),
         Default,
         Some("legacy-service-account-token-cleaner"),
-        Some(Implementation {
+        Implementation {
             resources: legacysatokencleaner::RESOURCES,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(legacysatokencleaner::build(c, &o.legacy_sa_token_cleaner)),
-        }),
+        },
     ),
     d(
         "validatingadmissionpolicy-status-controller",
         None,
         FeatureGated("ValidatingAdmissionPolicy"),
         Some("validatingadmissionpolicy-status-controller"),
-        None,
+        Implementation {
+            resources: validatingadmissionpolicystatus::RESOURCES,
+            sharding: Sharding::Refused(
+                "its keys are cluster-scoped ValidatingAdmissionPolicies, which no namespace shard owns",
+            ),
+            build: |c, o| {
+                one(validatingadmissionpolicystatus::build(
+                    c,
+                    &o.validating_admission_policy_status,
+                ))
+            },
+        },
     ),
     d(
         "service-cidr-controller",
         None,
         FeatureGated("MultiCIDRServiceAllocator"),
         Some("service-cidrs-controller"),
-        Some(Implementation {
+        Implementation {
             resources: servicecidrs::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are cluster-scoped ServiceCIDRs, judged against every IPAddress of the cluster",
             ),
             build: |c, _| one(servicecidrs::build(c)),
-        }),
+        },
     ),
     d(
         "service-lb-controller",
         Some("service"),
         Cloud,
         Some("service-controller"),
-        Some(Implementation {
+        Implementation {
             resources: service::RESOURCES,
             // A Service's balancer needs every node.
             sharding: Sharding::ByNamespace { whole: &["v1/nodes"] },
             build: |c, o| service::build(c, &o.service_lb, &o.generic),
-        }),
+        },
     ),
     d(
         "node-route-controller",
         Some("route"),
         Cloud,
         Some("route-controller"),
-        Some(Implementation {
+        Implementation {
             resources: route::RESOURCES,
             sharding: Sharding::Refused(
                 "its routes are the whole cluster's, for Nodes, which belong to no namespace; run it unsharded",
             ),
             build: |c, o| route::build(c, &o.node_route, &o.node_ipam, &o.generic),
-        }),
+        },
     ),
     d(
         "cloud-node-lifecycle-controller",
@@ -785,7 +793,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Cloud,
         // KCM gives it node-lifecycle-controller's identity.
         Some("node-controller"),
-        Some(Implementation {
+        Implementation {
             resources: cloudnodelifecycle::RESOURCES,
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
@@ -793,7 +801,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
             build: |c, o| {
                 cloudnodelifecycle::build(c, o.node_lifecycle.node_monitor_period, &o.generic)
             },
-        }),
+        },
     ),
 ];
 
@@ -812,8 +820,6 @@ pub fn lookup(name: &str) -> Option<&'static Descriptor> {
 pub enum SelectionError {
     #[error("--controllers: {0:?} is not a kube-controller-manager controller")]
     Unknown(String),
-    #[error("--controllers: {0} is not implemented in this version of rkcm")]
-    NotInThisVersion(&'static str),
     #[error("--controllers: the list is empty")]
     Empty,
 }
@@ -845,9 +851,6 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
         if negated {
             disabled.insert(descriptor.name);
         } else {
-            if !descriptor.implemented() {
-                return Err(SelectionError::NotInThisVersion(descriptor.name));
-            }
             enabled.insert(descriptor.name);
         }
     }
@@ -863,7 +866,7 @@ pub fn select(list: &[String]) -> Result<Vec<&'static str>, SelectionError> {
             // `*` takes the feature-gated and cloud controllers too, as KCM's does:
             // `runnable` then leaves out those whose gate is off or whose cloud loops run
             // elsewhere.
-            star && descriptor.implemented() && descriptor.availability != DisabledByDefault
+            star && descriptor.availability != DisabledByDefault
         })
         .map(|descriptor| descriptor.name)
         .collect())
@@ -905,15 +908,6 @@ pub fn runnable(selected: &[&'static str], options: &ControllerOptions) -> Runna
         }
     }
     split
-}
-
-/// The controllers KCM runs by default that this version of rkcm does not have.
-pub fn default_controllers_missing() -> Vec<&'static str> {
-    CONTROLLERS
-        .iter()
-        .filter(|descriptor| descriptor.availability == Default && !descriptor.implemented())
-        .map(|descriptor| descriptor.name)
-        .collect()
 }
 
 #[cfg(test)]
@@ -1045,9 +1039,7 @@ mod tests {
             rkcm_client::informer::connect("unix:///nonexistent/informer.sock", None).unwrap();
         let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
         for descriptor in CONTROLLERS {
-            let Some(implementation) = &descriptor.implementation else {
-                continue;
-            };
+            let implementation = &descriptor.implementation;
             let informers = Arc::new(crate::factory::Informers::new(
                 informer.clone(),
                 "test".into(),
@@ -1107,11 +1099,11 @@ mod tests {
         assert!(refusal.starts_with("ttl-controller cannot be sharded"));
         // Every whole resource is one the controller reads.
         for descriptor in CONTROLLERS {
-            if let Some(Implementation {
+            if let Implementation {
                 sharding: Sharding::ByNamespace { whole },
                 resources,
                 ..
-            }) = &descriptor.implementation
+            } = &descriptor.implementation
             {
                 for resource in *whole {
                     assert!(
@@ -1130,19 +1122,15 @@ mod tests {
             select(&list(&["frobnicator"])),
             Err(SelectionError::Unknown("frobnicator".into()))
         );
-        // Naming a controller this version does not have, while one is left.
-        if let Some(missing) = CONTROLLERS.iter().find(|d| !d.implemented()) {
+        assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
+        // Every controller of KCM 1.29 is one rkcm has: naming any is accepted.
+        for descriptor in CONTROLLERS {
             assert_eq!(
-                select(&list(&["*", missing.name])),
-                Err(SelectionError::NotInThisVersion(missing.name))
+                select(&list(&[descriptor.name])),
+                Ok(vec![descriptor.name]),
+                "{}",
+                descriptor.name
             );
         }
-        assert_eq!(select(&list(&[""])), Err(SelectionError::Empty));
-        assert!(
-            !default_controllers_missing().contains(&"persistentvolume-attach-detach-controller")
-        );
-        assert!(!default_controllers_missing().contains(&"horizontal-pod-autoscaler-controller"));
-        assert!(!default_controllers_missing().contains(&"statefulset-controller"));
-        assert!(!default_controllers_missing().contains(&"namespace-controller"));
     }
 }

@@ -22,7 +22,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rkcm_client::informer::{self as client, ClientTls};
 use tokio::net::TcpListener;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::client::{ClientFactory, USER_AGENT_PREFIX};
 use crate::controller::{shut_down, ControllerContext};
@@ -139,12 +139,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             return Err(UsageError(format!("--shard: {refusal}")).into());
         }
     }
-    let missing = registry::default_controllers_missing();
-    debug!(
-        ?missing,
-        "default KCM controllers this version does not have"
-    );
-
     let tls = match (
         read(&args.informer_cert, "--informer-cert")?,
         read(&args.informer_key, "--informer-key")?,
@@ -197,9 +191,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             info!("garbage collector disabled (--enable-garbage-collector=false)");
             continue;
         }
-        let Some(implementation) = registry::lookup(name).and_then(|d| d.implementation.as_ref())
-        else {
-            return Err(UsageError(format!("{name} is not implemented in this version")).into());
+        let Some(implementation) = registry::lookup(name).map(|d| &d.implementation) else {
+            return Err(UsageError(format!(
+                "{name} is not a kube-controller-manager controller"
+            ))
+            .into());
         };
         let built = (implementation.build)(&context, &args.options)
             .map_err(|error| error.context(format!("starting {name}")))?;

@@ -9,12 +9,15 @@
 //! - [`fields`]: the field-selector grammar and each resource's selectable field labels.
 //! - [`validation`]: qualified-name, label-value and DNS-subdomain validation with
 //!   upstream's wording.
+//! - [`duration`]: `time.ParseDuration` and `Duration.String()` with Go's limits and
+//!   messages.
 //! - [`gofmt`]: Go's `%q` quoting, as upstream's messages print strings.
 //!
 //! Where the product and kube-sim share a behaviour here, tests pin it against answers
 //! recorded from a real v1.29 API server (`RKCM_APISERVER_REFERENCE`), so a shared mistake
 //! cannot pass both.
 
+pub mod duration;
 pub mod fields;
 pub mod gofmt;
 pub mod labels;

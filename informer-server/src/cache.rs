@@ -17,6 +17,7 @@ use rkcm_proto::v1::GroupVersionResource;
 use tokio::sync::watch;
 
 use crate::object::{CachedObject, ObjectKey};
+use crate::projection::{FieldPaths, Projections, SharedProjection};
 use crate::selector::{Filter, OWNER_UID_FIELD};
 use crate::subscriber_queue::SubscriberQueue;
 
@@ -58,12 +59,31 @@ struct Inner {
     subscribers: Vec<Subscriber>,
     next_subscriber: u64,
     cached_bytes: usize,
+    /// Bytes of the object versions only the history holds (superseded or deleted).
+    history_bytes: usize,
+}
+
+impl Change {
+    /// Bytes of the versions this change alone keeps from being freed once it leaves the
+    /// cache's present: the superseded or deleted state, and a deletion's final state.
+    /// (A version's own change is followed by the one that supersedes it, which holds it
+    /// until it is evicted in turn.)
+    fn held_bytes(&self) -> usize {
+        self.old.as_ref().map_or(0, |o| o.heap_bytes())
+            + if self.deleted {
+                self.new.heap_bytes()
+            } else {
+                0
+            }
+    }
 }
 
 #[derive(Default, Debug)]
 pub struct ResourceCounters {
     pub events_received: AtomicU64,
     pub relists: AtomicU64,
+    /// Objects received in (re)lists.
+    pub objects_listed: AtomicU64,
     /// Of subscribers that have left (the live ones are summed at read time).
     pub delivered_by_gone: AtomicU64,
     pub coalesced_by_gone: AtomicU64,
@@ -78,6 +98,7 @@ pub struct ResourceCache {
     pub empty_body: Bytes,
     history_limit: usize,
     inner: Mutex<Inner>,
+    projections: Projections,
     synced_tx: watch::Sender<bool>,
 }
 
@@ -117,9 +138,16 @@ impl ResourceCache {
                 subscribers: Vec::new(),
                 next_subscriber: 0,
                 cached_bytes: 0,
+                history_bytes: 0,
             }),
             synced_tx: watch::channel(false).0,
+            projections: Projections::default(),
         }
+    }
+
+    /// The projection of this resource that keeps `paths`, shared by its subscribers.
+    pub fn projection(&self, paths: FieldPaths) -> Arc<SharedProjection> {
+        self.projections.get(paths)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -145,6 +173,12 @@ impl ResourceCache {
         inner.by_owner.clear();
         inner.by_node.clear();
         inner.cached_bytes = 0;
+        for projection in self.projections.live() {
+            projection.clear();
+        }
+        self.counters
+            .objects_listed
+            .fetch_add(objects.len() as u64, Ordering::Relaxed);
         for object in objects {
             index_insert(&mut inner, &object);
             inner.cached_bytes += object.heap_bytes();
@@ -152,6 +186,7 @@ impl ResourceCache {
         }
         inner.resource_version = rv.to_string();
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.history_floor = rv.parse().unwrap_or(u64::MAX);
         inner.synced = true;
         if relist {
@@ -177,12 +212,17 @@ impl ResourceCache {
             .events_received
             .fetch_add(1, Ordering::Relaxed);
         let mut inner = self.lock();
-        let rv = object.resource_version.clone();
+        let rv = object.resource_version().to_string();
         let old = if deleted {
             inner.objects.remove(&object.key)
         } else {
             inner.objects.insert(object.key.clone(), object.clone())
         };
+        if deleted {
+            for projection in self.projections.live() {
+                projection.forget(&object.key);
+            }
+        }
         if let Some(old) = &old {
             index_remove(&mut inner, old);
             inner.cached_bytes = inner.cached_bytes.saturating_sub(old.heap_bytes());
@@ -207,15 +247,18 @@ impl ResourceCache {
             inner.history_floor = u64::MAX;
             return;
         }
-        inner.history.push_back(Change {
+        let change = Change {
             rv: object.rv,
             old,
             new: object,
             deleted,
-        });
+        };
+        inner.history_bytes += change.held_bytes();
+        inner.history.push_back(change);
         while inner.history.len() > self.history_limit {
             if let Some(evicted) = inner.history.pop_front() {
                 inner.history_floor = evicted.rv;
+                inner.history_bytes = inner.history_bytes.saturating_sub(evicted.held_bytes());
             }
         }
     }
@@ -339,9 +382,17 @@ impl ResourceCache {
         self.lock().resource_version.clone()
     }
 
-    /// Bytes held by the cached objects (envelopes, keys, indexed fields).
+    /// Bytes of the object versions kept only for resuming subscribers (superseded and
+    /// deleted states in the history).
+    pub fn history_bytes(&self) -> usize {
+        self.lock().history_bytes
+    }
+
+    /// Bytes held by the cached objects (envelopes, keys, indexed fields) and by the
+    /// projected envelopes subscribers share.
     pub fn cached_bytes(&self) -> usize {
-        self.lock().cached_bytes
+        let projected: usize = self.projections.live().iter().map(|p| p.bytes()).sum();
+        self.lock().cached_bytes + projected
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> (Option<Obj>, String) {
@@ -418,21 +469,20 @@ fn resumable(inner: &Inner, from: &str) -> Option<u64> {
 }
 
 fn node_of(object: &CachedObject) -> Option<&str> {
-    object
-        .fields
-        .iter()
-        .find(|(f, _)| *f == "spec.nodeName")
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
+    object.field("spec.nodeName").filter(|v| !v.is_empty())
 }
 
 fn index_insert(inner: &mut Inner, object: &Obj) {
-    for uid in &object.owner_uids {
-        inner
-            .by_owner
-            .entry(uid.clone())
-            .or_default()
-            .insert(object.key.clone());
+    for uid in object.owner_uids() {
+        match inner.by_owner.get_mut(uid) {
+            Some(set) => {
+                set.insert(object.key.clone());
+            }
+            None => {
+                let set = BTreeSet::from([object.key.clone()]);
+                inner.by_owner.insert(uid.to_string(), set);
+            }
+        }
     }
     if let Some(node) = node_of(object) {
         inner
@@ -444,7 +494,7 @@ fn index_insert(inner: &mut Inner, object: &Obj) {
 }
 
 fn index_remove(inner: &mut Inner, object: &Obj) {
-    for uid in &object.owner_uids {
+    for uid in object.owner_uids() {
         if let Some(set) = inner.by_owner.get_mut(uid) {
             set.remove(&object.key);
             if set.is_empty() {
@@ -532,7 +582,12 @@ mod tests {
             pod(&c, "b", "p4", 4, "n1", "o2"),
         ];
         c.replace(objects, "4");
-        let names = |p: Page| p.items.iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        let names = |p: Page| {
+            p.items
+                .iter()
+                .map(|o| o.name().to_string())
+                .collect::<Vec<_>>()
+        };
         let ns_a = Filter::new("", "pods", "a", "", "", None).unwrap();
         assert_eq!(names(c.list(&ns_a, 0, None)), vec!["p1", "p2"]);
         let n1 = Filter::new("", "pods", "", "", "spec.nodeName=n1", None).unwrap();
@@ -588,6 +643,67 @@ mod tests {
             take(&q, 2).await[0],
             (EventType::Added, "p5".into(), "5".into())
         );
+    }
+
+    /// The history's bytes are those of the versions only it holds: superseded states
+    /// until the change that superseded them is evicted, deleted ones likewise.
+    #[test]
+    fn history_bytes_follow_what_only_the_history_holds() {
+        let c = cache(2);
+        let v: Vec<Obj> = (1..=5).map(|rv| pod(&c, "a", "p1", rv, "", "")).collect();
+        let b = |i: usize| v[i].heap_bytes();
+        c.replace(vec![v[0].clone()], "1");
+        c.apply(v[1].clone(), false);
+        assert_eq!(c.history_bytes(), b(0));
+        c.apply(v[2].clone(), false);
+        assert_eq!(c.history_bytes(), b(0) + b(1));
+        c.apply(v[3].clone(), false);
+        assert_eq!(c.history_bytes(), b(1) + b(2));
+        c.apply(v[4].clone(), true);
+        assert_eq!(c.history_bytes(), b(2) + b(3) + b(4));
+        assert_eq!(c.cached_bytes(), 0);
+        c.replace(vec![], "9");
+        assert_eq!(c.history_bytes(), 0);
+    }
+
+    /// Two subscribers of one projection receive the same projected bytes; the cache's
+    /// count of bytes includes them, and a deletion drops them.
+    #[tokio::test]
+    async fn subscribers_of_a_projection_share_its_events() {
+        let c = cache(10);
+        c.replace(vec![pod(&c, "a", "p1", 1, "n1", "o1")], "1");
+        let fields = vec!["spec.nodeName".to_string()];
+        let paths = || FieldPaths::parse(&fields).unwrap().unwrap();
+        let (q1, q2) = (queue(&c), queue(&c));
+        let q1 = Arc::new(
+            Arc::into_inner(q1)
+                .unwrap()
+                .with_projection(c.projection(paths())),
+        );
+        let q2 = Arc::new(
+            Arc::into_inner(q2)
+                .unwrap()
+                .with_projection(c.projection(paths())),
+        );
+        c.subscribe(q1.clone(), None);
+        c.subscribe(q2.clone(), None);
+        let before = c.cached_bytes();
+        let e1 = tokio::time::timeout(Duration::from_secs(5), q1.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let e2 = tokio::time::timeout(Duration::from_secs(5), q2.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e1.body.as_ptr(), e2.body.as_ptr());
+        assert_eq!(c.cached_bytes(), before + e1.body.len());
+        let decoded = WatchEvent::decode(&prost::Message::encode_to_vec(&e1)[..]).unwrap();
+        let object: serde_json::Value = serde_json::from_str(&decoded.object).unwrap();
+        assert_eq!(object["spec"], json!({"nodeName": "n1"}));
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "o1");
+        c.apply(pod(&c, "a", "p1", 2, "n1", "o1"), true);
+        assert_eq!(c.cached_bytes(), 0);
     }
 
     #[tokio::test]

@@ -11,12 +11,14 @@ pub mod cache;
 pub mod informers;
 pub mod metrics;
 pub mod object;
+pub mod projection;
 pub mod readable;
 pub mod reflector;
 pub mod selector;
 pub mod server;
 pub mod service;
 pub mod subscriber_queue;
+pub mod trim;
 pub mod unix_authority;
 
 pub use server::{run, Args};

@@ -48,6 +48,7 @@ struct Row {
     relists: u64,
     bytes_sent: u64,
     cached_bytes: i64,
+    history_bytes: i64,
     queues: Vec<(String, i64)>,
 }
 
@@ -72,6 +73,7 @@ impl Collector for InformerCollector {
                     relists: c.relists.load(Ordering::Relaxed),
                     bytes_sent: totals.bytes_sent,
                     cached_bytes: cache.cached_bytes() as i64,
+                    history_bytes: cache.history_bytes() as i64,
                     queues: subscribers
                         .iter()
                         .map(|s| {
@@ -84,7 +86,7 @@ impl Collector for InformerCollector {
                 }
             })
             .collect();
-        let gauges: [Described<i64>; 3] = [
+        let gauges: [Described<i64>; 4] = [
             (
                 "rkcm_informer_watches",
                 "Open Watch streams per resource.",
@@ -99,6 +101,11 @@ impl Collector for InformerCollector {
                 "rkcm_informer_cached_bytes",
                 "Bytes held by the cached objects per resource.",
                 |r| r.cached_bytes,
+            ),
+            (
+                "rkcm_informer_history_bytes",
+                "Bytes of the object versions kept only for resuming subscribers (superseded and deleted states) per resource.",
+                |r| r.history_bytes,
             ),
         ];
         for (name, help, value) in gauges {

@@ -223,7 +223,7 @@ async fn watch(
         };
         match CachedObject::from_value(&cache.gvr, with_type_meta(object, &api_version, &kind)) {
             Ok(object) => {
-                *rv = object.resource_version.clone();
+                *rv = object.resource_version().to_string();
                 cache.apply(Arc::new(object), deleted);
             }
             Err(error) => {

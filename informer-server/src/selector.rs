@@ -49,6 +49,19 @@ impl LabelSelector {
         self.0.matches(labels)
     }
 
+    /// Whether the object's labels satisfy the selector (an empty selector selects
+    /// everything without reading them).
+    pub fn matches_object(&self, object: &CachedObject) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        let labels = object
+            .labels()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.matches(&labels)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -112,16 +125,12 @@ impl FieldSelector {
     pub fn matches(&self, object: &CachedObject) -> bool {
         self.0.iter().all(|r| {
             let actual = match r.field.as_str() {
-                "metadata.name" => object.name.as_str(),
-                "metadata.namespace" => object.namespace.as_str(),
+                "metadata.name" => object.name(),
+                "metadata.namespace" => object.namespace(),
                 OWNER_UID_FIELD => {
-                    return object.owner_uids.contains(&r.value) == r.equal;
+                    return object.owner_uids().any(|uid| uid == r.value) == r.equal;
                 }
-                field => object
-                    .fields
-                    .iter()
-                    .find(|(f, _)| *f == field)
-                    .map_or("", |(_, v)| v.as_str()),
+                field => object.field(field).unwrap_or_default(),
             };
             (actual == r.value) == r.equal
         })
@@ -170,16 +179,16 @@ impl Filter {
 
     pub fn matches(&self, object: &CachedObject) -> bool {
         if let Some(ns) = &self.namespace {
-            if &object.namespace != ns {
+            if object.namespace() != ns {
                 return false;
             }
         }
         if let Some((index, count)) = self.shard {
-            if !(Shard { index, count }).holds(&object.namespace, &object.name) {
+            if !(Shard { index, count }).holds(object.namespace(), object.name()) {
                 return false;
             }
         }
-        self.labels.matches(&object.labels) && self.fields.matches(object)
+        self.labels.matches_object(object) && self.fields.matches(object)
     }
 }
 

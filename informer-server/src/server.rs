@@ -231,6 +231,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         });
     }
+    tokio::spawn(crate::trim::run(informers.clone()));
 
     let metrics_listener = TcpListener::bind(metrics_addr)
         .await

@@ -22,6 +22,7 @@ use tracing::{debug, info};
 
 use crate::cache::ResourceCache;
 use crate::informers::{Informers, LookupError};
+use crate::projection::{FieldPaths, ProjectionError};
 use crate::readable;
 use crate::selector::Filter;
 use crate::subscriber_queue::SubscriberQueue;
@@ -39,6 +40,17 @@ fn lookup_status(error: LookupError) -> Status {
         LookupError::Invalid(_) => Status::invalid_argument(error.to_string()),
         LookupError::Unavailable(_) => Status::unavailable(error.to_string()),
     }
+}
+
+/// The field paths of a request, refused with METADATA.
+fn field_paths(fields: &[String], projection: Projection) -> Result<Option<FieldPaths>, Status> {
+    let paths = FieldPaths::parse(fields).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    if paths.is_some() && projection == Projection::Metadata {
+        return Err(Status::invalid_argument(
+            ProjectionError::WithMetadata.to_string(),
+        ));
+    }
+    Ok(paths)
 }
 
 fn resource_of(resource: Option<&GroupVersionResource>) -> Result<&GroupVersionResource, Status> {
@@ -115,17 +127,16 @@ impl Informer for InformerService {
             None,
         )
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let paths = field_paths(&request.fields, request.projection())?;
         let cache = self.synced_cache(gvr).await?;
         let limit = usize::try_from(request.limit.max(0)).unwrap_or(usize::MAX);
         let after = (!request.r#continue.is_empty()).then_some(request.r#continue.as_str());
         let page = cache.list(&filter, limit, after);
         let metadata_only = request.projection() == Projection::Metadata;
-        let texts = page.items.iter().map(|o| {
-            if metadata_only {
-                o.metadata_json()
-            } else {
-                o.json()
-            }
+        let texts = page.items.iter().map(|o| match &paths {
+            Some(paths) => o.projected_json(paths),
+            None if metadata_only => o.metadata_json(),
+            None => o.json(),
         });
         let (items, readable_items) = if request.readable {
             let rendered = texts.filter_map(|json| readable::object_struct(&json));
@@ -151,6 +162,7 @@ impl Informer for InformerService {
         if request.name.is_empty() {
             return Err(Status::invalid_argument("name is required"));
         }
+        let paths = field_paths(&request.fields, request.projection())?;
         let cache = self.synced_cache(gvr).await?;
         let (object, resource_version) = cache.get(&request.namespace, &request.name);
         let object = object.ok_or_else(|| {
@@ -165,10 +177,10 @@ impl Informer for InformerService {
                 }
             ))
         })?;
-        let json = if request.projection() == Projection::Metadata {
-            object.metadata_json()
-        } else {
-            object.json()
+        let json = match &paths {
+            Some(paths) => object.projected_json(paths),
+            None if request.projection() == Projection::Metadata => object.metadata_json(),
+            None => object.json(),
         };
         let (object, readable_object) = if request.readable {
             (String::new(), readable::object_struct(&json))
@@ -201,6 +213,7 @@ impl Informer for InformerService {
             shard,
         )
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let paths = field_paths(&request.fields, request.projection())?;
         let cache = self
             .informers
             .start(gvr, false)
@@ -212,13 +225,17 @@ impl Informer for InformerService {
             request.subscriber.clone()
         };
         let metadata_only = request.projection() == Projection::Metadata;
-        let queue = Arc::new(SubscriberQueue::new(
+        let mut queue = SubscriberQueue::new(
             subscriber.clone(),
             filter,
             metadata_only,
             self.bookmark_interval,
             cache.empty_body.clone(),
-        ));
+        );
+        if let Some(paths) = paths {
+            queue = queue.with_projection(cache.projection(paths));
+        }
+        let queue = Arc::new(queue);
         let resume = (!request.resume_from_resource_version.is_empty())
             .then(|| request.resume_from_resource_version.clone());
         info!(resource = %cache.info.gvr.path(), %subscriber, resume_from = resume.as_deref().unwrap_or(""), "subscriber joined");

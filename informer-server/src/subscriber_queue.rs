@@ -32,6 +32,7 @@ use rkcm_proto::SharedWatchEvent;
 use tokio::sync::Notify;
 
 use crate::object::{CachedObject, ObjectKey};
+use crate::projection::SharedProjection;
 use crate::selector::Filter;
 
 type Obj = Arc<CachedObject>;
@@ -79,6 +80,8 @@ pub struct SubscriberQueue {
     pub subscriber: String,
     pub filter: Filter,
     pub metadata_only: bool,
+    /// The fields this subscriber keeps, shared with the others that keep the same.
+    projection: Option<Arc<SharedProjection>>,
     pub counters: QueueCounters,
     bookmark_interval: Duration,
     empty_body: Bytes,
@@ -99,6 +102,7 @@ impl SubscriberQueue {
             subscriber,
             filter,
             metadata_only,
+            projection: None,
             counters: QueueCounters::default(),
             bookmark_interval,
             empty_body,
@@ -111,6 +115,19 @@ impl SubscriberQueue {
                 last_bookmark: Instant::now(),
             }),
             notify: Notify::new(),
+        }
+    }
+
+    /// Sends objects with only the fields of `projection` (FULL subscribers only).
+    pub fn with_projection(mut self, projection: Arc<SharedProjection>) -> Self {
+        self.projection = Some(projection);
+        self
+    }
+
+    fn event(&self, event_type: EventType, object: &Obj) -> SharedWatchEvent {
+        match &self.projection {
+            Some(projection) => SharedWatchEvent::new(event_type, projection.body(object)),
+            None => object.event(event_type, self.metadata_only),
         }
     }
 
@@ -305,7 +322,7 @@ impl SubscriberQueue {
                     state.pending.insert(key.clone(), pending);
                     state.order.push_front(Slot::Key(key));
                 }
-                return Some(gone.event(EventType::Deleted, self.metadata_only));
+                return Some(self.event(EventType::Deleted, &gone));
             }
             let (event_type, object) = match pending.last {
                 Last::Nothing => continue,
@@ -313,8 +330,9 @@ impl SubscriberQueue {
                 Last::Modified(o) => (EventType::Modified, o),
                 Last::Deleted(o) => (EventType::Deleted, o),
             };
-            return Some(object.event(event_type, self.metadata_only));
+            return Some(self.event(event_type, &object));
         }
+        release_spare_capacity(state);
         None
     }
 
@@ -326,6 +344,23 @@ impl SubscriberQueue {
         let mut body = self.empty_body.to_vec();
         prost::encoding::string::encode(6, &rv.to_string(), &mut body);
         SharedWatchEvent::new(event_type, Bytes::from(body))
+    }
+}
+
+/// Slots a drained queue keeps room for; beyond, the room a burst needed is given back.
+const KEPT_CAPACITY: usize = 64;
+
+/// Once drained, drops the room a burst (a snapshot of every object) left behind: a
+/// subscriber is idle most of its life, and each of its queues would otherwise keep a
+/// table sized for the largest burst it ever saw.
+fn release_spare_capacity(state: &mut State) {
+    if state.order.is_empty() && state.pending.is_empty() {
+        if state.order.capacity() > KEPT_CAPACITY {
+            state.order.shrink_to(KEPT_CAPACITY);
+        }
+        if state.pending.capacity() > KEPT_CAPACITY {
+            state.pending.shrink_to(KEPT_CAPACITY);
+        }
     }
 }
 
@@ -398,6 +433,20 @@ mod tests {
         assert_eq!(events[0].0, EventType::Added);
         assert_eq!(events[0].3, "1000");
         assert_eq!(q.counters.coalesced.load(Ordering::Relaxed), 999);
+    }
+
+    #[test]
+    fn a_drained_queue_gives_back_the_room_of_a_snapshot() {
+        let q = queue("");
+        let objects: Vec<Obj> = (0..5_000)
+            .map(|i| obj(&format!("o{i}"), "u", i, "x"))
+            .collect();
+        q.snapshot(objects.iter(), "5000", false);
+        assert!(q.lock().pending.capacity() >= 5_000);
+        assert_eq!(drain(&q).len(), 5_001);
+        let state = q.lock();
+        assert!(state.pending.capacity() <= 2 * KEPT_CAPACITY);
+        assert!(state.order.capacity() <= 2 * KEPT_CAPACITY);
     }
 
     #[test]

@@ -433,6 +433,15 @@ async fn run() -> anyhow::Result<()> {
     let informer_text = get(&rkcm.informer_metrics, "/metrics").await;
     let informer_objects_after = metric_sum(&informer_text, "rkcm_informer_cached_objects");
     let informer_cached_bytes = metric_sum(&informer_text, "rkcm_informer_cached_bytes");
+    let informer_history_bytes = metric_sum(&informer_text, "rkcm_informer_history_bytes");
+    let per_resource = |name: &str| {
+        ["v1/pods", "apps/v1/replicasets"]
+            .map(|r| metric(&informer_text, name, &format!("{{resource=\"{r}\"}}")))
+    };
+    let (received, cached_by_resource) = (
+        per_resource("rkcm_informer_events_received_total"),
+        per_resource("rkcm_informer_cached_objects"),
+    );
     let rkcm_after = rkcm.memory();
     let reflector_after = memory_of(reflector.child.id().unwrap_or(0));
 
@@ -498,6 +507,14 @@ async fn run() -> anyhow::Result<()> {
         informer_per_object / json_stripped.max(1.0),
         informer_cached_bytes / informer_objects_after.max(1.0),
         informer_objects_after,
+    );
+    println!(
+        "informer-server: events received / objects cached: pods {:.0} / {:.0}, replicasets {:.0} / {:.0}; superseded and deleted versions kept for resuming subscribers (rkcm_informer_history_bytes, --watch-history 10000 changes per resource) {:.0} B per cached object",
+        received[0],
+        cached_by_resource[0],
+        received[1],
+        cached_by_resource[1],
+        informer_history_bytes / informer_objects_after.max(1.0),
     );
     println!(
         "goal, informer-server memory per cached object <= 1.5x its JSON: {:.2}x, {}",

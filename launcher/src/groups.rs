@@ -12,8 +12,8 @@
 //!
 //! Without a file: a group `default` with every default-enabled controller except
 //! garbage-collector, and a group `garbage-collector` with it (when this version has
-//! it). A bad file fails at start with the line and the reason: unknown or
-//! unimplemented controller, a controller in two groups, zero shards, a duplicate name.
+//! it). A bad file fails at start with the line and the reason: unknown
+//! controller, a controller in two groups, zero shards, a duplicate name.
 
 use std::collections::BTreeMap;
 
@@ -117,18 +117,6 @@ pub(crate) fn parse(
         let selected = registry::select(&raw.controllers).map_err(|e| {
             let needle = match &e {
                 registry::SelectionError::Unknown(name) => name.trim_start_matches('-').to_string(),
-                registry::SelectionError::NotInThisVersion(name) => {
-                    let descriptor = registry::lookup(name);
-                    raw.controllers
-                        .iter()
-                        .flat_map(|c| c.split(','))
-                        .find(|c| {
-                            registry::lookup(c.trim()).map(|d| d.name) == descriptor.map(|d| d.name)
-                        })
-                        .unwrap_or(name)
-                        .trim()
-                        .to_string()
-                }
                 registry::SelectionError::Empty => "controllers".into(),
             };
             error(
@@ -270,10 +258,13 @@ mod tests {
         let e = parse("g.yaml", zero, &all()).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
 
-        let unimplemented =
-            "groups:\n- name: gc\n  controllers: [validatingadmissionpolicy-status-controller]\n";
-        let e = parse("g.yaml", unimplemented, &all()).unwrap_err();
-        assert!(e.reason.contains("not implemented in this version"), "{e}");
+        let unknown = "groups:\n- name: gc\n  controllers: [frobnicator]\n";
+        let e = parse("g.yaml", unknown, &all()).unwrap_err();
+        assert!(
+            e.reason
+                .contains("is not a kube-controller-manager controller"),
+            "{e}"
+        );
         assert_eq!(e.line, 3);
 
         let malformed = "groups:\n- name: a\n  controlers: [x]\n";

@@ -226,8 +226,6 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         }
         None => groups::defaults(&global),
     };
-    let missing = registry::default_controllers_missing();
-    info!(missing = %missing.join(","), "default kube-controller-manager controllers this version does not have");
     for flag in args.not_acted_on() {
         warn!(flag, "accepted for compatibility with kube-controller-manager, but not acted on by this version");
     }
@@ -255,7 +253,7 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
     let mut warm: Vec<&str> = groups
         .iter()
         .flat_map(|g| g.selected.iter())
-        .filter_map(|c| registry::lookup(c)?.implementation.as_ref())
+        .filter_map(|c| registry::lookup(c).map(|d| &d.implementation))
         .flat_map(|implementation| implementation.resources.iter().copied())
         .collect();
     warm.sort();

@@ -48,7 +48,24 @@ impl SharedWatchEvent {
         resource_version: &str,
         object: &[u8],
     ) -> Bytes {
-        let mut buf = BytesMut::with_capacity(object.len() + 128);
+        // Exactly the encoded length: the cache keeps these bytes for the object's life.
+        let field_len = |tag: u32, len: usize| {
+            encoding::key_len(tag) + encoding::encoded_len_varint(len as u64) + len
+        };
+        let strings = [namespace, name, uid, resource_version]
+            .iter()
+            .zip(3..)
+            .filter(|(value, _)| !value.is_empty())
+            .map(|(value, tag)| field_len(tag, value.len()))
+            .sum::<usize>();
+        let capacity = encoding::message::encoded_len(2, resource)
+            + strings
+            + if object.is_empty() {
+                0
+            } else {
+                field_len(7, object.len())
+            };
+        let mut buf = BytesMut::with_capacity(capacity);
         encoding::message::encode(2, resource, &mut buf);
         for (tag, value) in [(3, namespace), (4, name), (5, uid), (6, resource_version)] {
             if !value.is_empty() {
@@ -58,6 +75,7 @@ impl SharedWatchEvent {
         if !object.is_empty() {
             encode_str(7, object, &mut buf);
         }
+        debug_assert_eq!(buf.len(), capacity);
         buf.freeze()
     }
 }

@@ -201,7 +201,8 @@ impl Stack {
             Ok((status.desired_number_scheduled == desired
                 && status.current_number_scheduled == desired
                 && status.number_ready == desired
-                && status.number_available == Some(desired)
+                // numberAvailable is `omitempty`: a real server leaves a zero out.
+                && status.number_available.unwrap_or(0) == desired
                 && status.number_misscheduled == misscheduled
                 && status.observed_generation == ds.metadata.generation)
                 .then_some(()))

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store;
 use rkcm_conformance::{wait_for, TestCluster};
-use rkcm_proto::v1::{EventType, ListRequest, Projection, StatsRequest};
+use rkcm_proto::v1::{EventType, GetRequest, ListRequest, Projection, StatsRequest, WatchRequest};
 use serde_json::{json, Value};
 
 async fn configmap(api: &Api<ConfigMap>, name: &str, data: &str) -> ConfigMap {
@@ -752,6 +752,36 @@ fn grpcurl_messages(out: &str) -> Vec<Value> {
         .collect()
 }
 
+/// One grpcurl call on the server's socket: (stdout, stderr). `max_time` (seconds) ends
+/// a Watch with DeadlineExceeded; what was printed before is what counts.
+async fn grpcurl_call(
+    grpcurl: &std::path::Path,
+    server: &InformerServer,
+    method: &str,
+    request: Value,
+    max_time: Option<&str>,
+) -> (String, String) {
+    let mut args: Vec<String> = vec!["-plaintext".into(), "-unix".into()];
+    if let Some(seconds) = max_time {
+        args.extend(["-max-time".into(), seconds.into()]);
+    }
+    args.extend([
+        "-d".into(),
+        request.to_string(),
+        server.socket.to_string_lossy().into_owned(),
+        format!("rkcm.informer.v1.Informer/{method}"),
+    ]);
+    let out = tokio::process::Command::new(grpcurl)
+        .args(&args)
+        .output()
+        .await
+        .expect("run grpcurl");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcurl_shows_objects_as_nested_json_when_asked() {
     let grpcurl = grpcurl().unwrap();
@@ -760,35 +790,12 @@ async fn grpcurl_shows_objects_as_nested_json_when_asked() {
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &ns);
     configmap(&api, "hello", "world").await;
     let server = InformerServer::start(&cluster, &[]).await.unwrap();
-    let socket = server.socket.to_string_lossy().into_owned();
-    let call = |method: &str, request: Value, max_time: Option<&str>| {
-        let mut args: Vec<String> = vec!["-plaintext".into(), "-unix".into()];
-        if let Some(seconds) = max_time {
-            args.extend(["-max-time".into(), seconds.into()]);
-        }
-        args.extend([
-            "-d".into(),
-            request.to_string(),
-            socket.clone(),
-            format!("rkcm.informer.v1.Informer/{method}"),
-        ]);
-        let grpcurl = grpcurl.clone();
-        async move {
-            let out = tokio::process::Command::new(&grpcurl)
-                .args(&args)
-                .output()
-                .await
-                .expect("run grpcurl");
-            (
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
-    };
     let resource = json!({"version": "v1", "resource": "configmaps"});
 
     // -max-time ends the stream with DeadlineExceeded; what was printed is what counts.
-    let (watched, err) = call(
+    let (watched, err) = grpcurl_call(
+        &grpcurl,
+        &server,
         "Watch",
         json!({"resource": resource, "namespace": ns, "readable": true}),
         Some("5"),
@@ -811,7 +818,9 @@ async fn grpcurl_shows_objects_as_nested_json_when_asked() {
     assert!(events.iter().any(|e| e["type"] == "SYNCED"), "{watched}");
 
     // List and Get render the same way on request, and as JSON text without it.
-    let (listed, err) = call(
+    let (listed, err) = grpcurl_call(
+        &grpcurl,
+        &server,
         "List",
         json!({"resource": resource, "namespace": ns, "readable": true}),
         None,
@@ -829,7 +838,9 @@ async fn grpcurl_shows_objects_as_nested_json_when_asked() {
         "{listed}"
     );
     assert!(list[0].get("items").is_none(), "{listed}");
-    let (got, err) = call(
+    let (got, err) = grpcurl_call(
+        &grpcurl,
+        &server,
         "Get",
         json!({"resource": resource, "namespace": ns, "name": "hello", "readable": true}),
         None,
@@ -841,7 +852,9 @@ async fn grpcurl_shows_objects_as_nested_json_when_asked() {
         Some(&json!("world")),
         "{got:?}; stderr {err}"
     );
-    let (plain, _) = call(
+    let (plain, _) = grpcurl_call(
+        &grpcurl,
+        &server,
         "Get",
         json!({"resource": resource, "namespace": ns, "name": "hello"}),
         None,
@@ -855,6 +868,125 @@ async fn grpcurl_shows_objects_as_nested_json_when_asked() {
     let object: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{plain:?}"));
     assert_eq!(object["data"]["k"], "world");
     assert!(plain[0].get("readableObject").is_none(), "{plain:?}");
+    cluster.cleanup().await;
+}
+
+/// `fields` keeps only the named fields (and the type and metadata) in Watch, List and
+/// Get; two subscribers of one projection both receive it; selectors still match the
+/// whole object; bad paths and fields with METADATA are refused; grpcurl can ask for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projection_keeps_only_the_named_fields() {
+    let grpcurl = grpcurl().unwrap();
+    let cluster = TestCluster::start().await.unwrap();
+    let ns = cluster.namespace("projection").await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &ns);
+    let made: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "two", "labels": {"app": "web"}},
+        "data": {"a": "1", "b": "2"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &made).await.unwrap();
+    let server = InformerServer::start(&cluster, &[]).await.unwrap();
+    let mut client = server.client();
+    let configmaps = gvr("", "v1", "configmaps");
+    let fields = vec!["data.a".to_string(), "binaryData".to_string()];
+    let projected = |object: &str| {
+        let object: Value = serde_json::from_str(object).unwrap();
+        assert_eq!(object["kind"], "ConfigMap", "{object}");
+        assert_eq!(object["metadata"]["labels"]["app"], "web", "{object}");
+        assert!(
+            object["metadata"].get("managedFields").is_none(),
+            "{object}"
+        );
+        assert!(object["data"].get("b").is_none(), "{object}");
+        object["data"]["a"].as_str().unwrap_or_default().to_string()
+    };
+    let mut streams = Vec::new();
+    for subscriber in ["projected-1", "projected-2"] {
+        let request = WatchRequest {
+            label_selector: "app=web".into(),
+            fields: fields.clone(),
+            ..watch_request(configmaps.clone(), &ns, subscriber)
+        };
+        let mut stream = client.watch(request).await.unwrap().into_inner();
+        let initial = until_synced(&mut stream).await.unwrap();
+        assert_eq!(summary(&initial)[0], (EventType::Added, "two".into()));
+        assert_eq!(projected(&initial[0].object), "1");
+        streams.push(stream);
+    }
+    api.patch(
+        "two",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "3", "b": "4"}})),
+    )
+    .await
+    .unwrap();
+    for stream in &mut streams {
+        let event = next_change(stream).await.unwrap();
+        assert_eq!(event.r#type(), EventType::Modified);
+        assert_eq!(projected(&event.object), "3");
+    }
+
+    let list = client
+        .list(ListRequest {
+            resource: Some(configmaps.clone()),
+            namespace: ns.clone(),
+            fields: fields.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(projected(&list.items[0]), "3");
+    let got = client
+        .get(GetRequest {
+            resource: Some(configmaps.clone()),
+            namespace: ns.clone(),
+            name: "two".into(),
+            fields: fields.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(projected(&got.object), "3");
+
+    for (fields, projection) in [
+        (vec!["data..a".to_string()], Projection::Full),
+        (fields.clone(), Projection::Metadata),
+    ] {
+        let refused = client
+            .list(ListRequest {
+                resource: Some(configmaps.clone()),
+                fields,
+                projection: projection as i32,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    }
+
+    let (watched, err) = grpcurl_call(
+        &grpcurl,
+        &server,
+        "Watch",
+        json!({"resource": {"version": "v1", "resource": "configmaps"}, "namespace": ns,
+            "fields": ["data.a"], "readable": true}),
+        Some("5"),
+    )
+    .await;
+    let events = grpcurl_messages(&watched);
+    let added = events
+        .iter()
+        .find(|e| e["type"] == "ADDED" && e["name"] == "two")
+        .unwrap_or_else(|| panic!("no ADDED event for two in {watched}; stderr {err}"));
+    assert_eq!(
+        added["readableObject"]["data"],
+        json!({"a": "3"}),
+        "{watched}"
+    );
     cluster.cleanup().await;
 }
 

@@ -309,11 +309,8 @@ async fn bad_configuration_exits_2_with_the_reason() {
             "invalid value 'endpoints'",
         ),
         (
-            vec![
-                "--controllers",
-                "*,validatingadmissionpolicy-status-controller",
-            ],
-            "validatingadmissionpolicy-status-controller is not implemented in this version",
+            vec!["--controllers", "*,frobnicator"],
+            "\"frobnicator\" is not a kube-controller-manager controller",
         ),
         (
             vec!["--leader-elect-lease-duration", "5s"],

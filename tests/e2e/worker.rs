@@ -424,8 +424,8 @@ async fn bad_controller_lists_exit_2_with_the_reason() {
     for (list, expected) in [
         ("frobnicator", "is not a kube-controller-manager controller"),
         (
-            "validatingadmissionpolicy-status-controller",
-            "validatingadmissionpolicy-status-controller is not implemented in this version",
+            "deployment-controller,-",
+            "is not a kube-controller-manager controller",
         ),
     ] {
         let out = tokio::process::Command::new(RKCM)

@@ -41,3 +41,4 @@ pub mod storageversiongc;
 pub mod tainteviction;
 pub mod ttl;
 pub mod ttlafterfinished;
+pub mod validatingadmissionpolicystatus;

@@ -21,6 +21,8 @@
 //!   every 10 s, 3600 s duration). Left out: the garbage collection of other servers'
 //!   expired identity Leases.
 //! - `resource.k8s.io/v1alpha2=true` and `DynamicResourceAllocation`: see [`crate::dra`].
+//! - `admissionregistration.k8s.io/v1beta1=true` and `ValidatingAdmissionPolicy`: see
+//!   [`crate::admission_policies`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -41,8 +43,14 @@ const GATES: &[(&str, bool)] = &[
     (crate::dra::GATE, false),
     ("MultiCIDRServiceAllocator", false),
     ("StorageVersionAPI", false),
+    (crate::admission_policies::GATE, false),
 ];
-const RUNTIME_KEYS: &[&str] = &[NETWORKING_ALPHA, INTERNAL_ALPHA, crate::dra::RESOURCE_ALPHA];
+const RUNTIME_KEYS: &[&str] = &[
+    NETWORKING_ALPHA,
+    INTERNAL_ALPHA,
+    crate::dra::RESOURCE_ALPHA,
+    crate::admission_policies::RUNTIME_KEY,
+];
 
 pub const IDENTITY_LABEL: &str = "apiserver.kubernetes.io/identity";
 const IDENTITY_DURATION_SECONDS: i64 = 3600;
@@ -181,6 +189,7 @@ pub(crate) fn alpha_resource(
 /// Serves the group versions `--runtime-config` enabled.
 pub fn register(sim: &Sim, apis: &GatedApis) {
     crate::dra::register(sim, apis);
+    crate::admission_policies::register(sim, apis);
     if apis.serves(NETWORKING_ALPHA) {
         sim.registry.add_builtin_version(
             "networking.k8s.io",
@@ -271,6 +280,12 @@ pub fn bootstrap_policy(apis: &GatedApis) -> Vec<(&'static str, Value)> {
         roles.push((
             crate::dra::CONTROLLER_ACCOUNT,
             crate::dra::controller_rules(),
+        ));
+    }
+    if apis.gate(crate::admission_policies::GATE) {
+        roles.push((
+            crate::admission_policies::CONTROLLER_ACCOUNT,
+            crate::admission_policies::controller_rules(),
         ));
     }
     let mut out = Vec::new();

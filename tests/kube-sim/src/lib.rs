@@ -5,6 +5,8 @@
 //!
 //! In tests: `let sim = KubeSim::start(Config::default()).await?; let client = sim.client().await?;`
 
+pub mod admission_policies;
+mod admission_policy_enforce;
 pub mod api;
 pub mod certs;
 pub mod crd;
@@ -15,6 +17,7 @@ pub mod dra;
 pub mod faults;
 pub mod gated_apis;
 pub mod go_json;
+mod go_value;
 pub mod hpa_conversion;
 pub mod kubernetes_service;
 pub mod legacy_tokens;
@@ -22,6 +25,8 @@ pub mod managed_fields;
 pub mod metrics;
 pub mod metrics_api;
 pub mod nodesim;
+mod omitempty;
+mod openapi_docs;
 pub mod quantities;
 mod quantity_paths;
 mod query_options;
@@ -71,12 +76,14 @@ pub struct Config {
     /// use (RSA, as kubeadm's `sa.key`, or ECDSA P-256; PKCS#8) instead of a fresh P-256
     /// one.
     pub service_account_signing_key: Option<String>,
-    /// `--runtime-config`: `networking.k8s.io/v1alpha1=true` and
-    /// `internal.apiserver.k8s.io/v1alpha1=true` are what kube-sim honours
+    /// `--runtime-config`: `networking.k8s.io/v1alpha1=true`,
+    /// `internal.apiserver.k8s.io/v1alpha1=true`, `resource.k8s.io/v1alpha2=true` and
+    /// `admissionregistration.k8s.io/v1beta1=true` are what kube-sim honours
     /// ([`gated_apis`]); empty serves only the built-in group versions.
     pub runtime_config: String,
-    /// `--feature-gates`: `MultiCIDRServiceAllocator`, `StorageVersionAPI` and
-    /// `APIServerIdentity`, as `Name=bool` pairs.
+    /// `--feature-gates`: `MultiCIDRServiceAllocator`, `StorageVersionAPI`,
+    /// `APIServerIdentity`, `DynamicResourceAllocation` and `ValidatingAdmissionPolicy`, as
+    /// `Name=bool` pairs.
     pub feature_gates: String,
 }
 

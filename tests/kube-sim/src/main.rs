@@ -44,12 +44,14 @@ struct Args {
     /// kube-apiserver's `--runtime-config`: kube-sim honours
     /// `networking.k8s.io/v1alpha1=true` (ServiceCIDR, IPAddress) and
     /// `internal.apiserver.k8s.io/v1alpha1=true` (StorageVersion) and
-    /// `resource.k8s.io/v1alpha2=true` (dynamic resource allocation); any other key is
-    /// refused.
+    /// `resource.k8s.io/v1alpha2=true` (dynamic resource allocation) and
+    /// `admissionregistration.k8s.io/v1beta1=true` (ValidatingAdmissionPolicy and its
+    /// bindings); any other key is refused.
     #[arg(long = "runtime-config", default_value = "")]
     runtime_config: String,
     /// kube-apiserver's `--feature-gates`: kube-sim honours `MultiCIDRServiceAllocator`,
-    /// `StorageVersionAPI`, `APIServerIdentity` and `DynamicResourceAllocation`
+    /// `StorageVersionAPI`, `APIServerIdentity`, `DynamicResourceAllocation` and
+    /// `ValidatingAdmissionPolicy`
     /// (`Name=true|false`, comma-separated);
     /// any other gate is refused.
     #[arg(long = "feature-gates", default_value = "")]

@@ -14,12 +14,14 @@
 //! itself in the set and has children carries `.`. How a list or map is walked depends on the
 //! field's type: lists keyed by fields (containers by name, ports by port and protocol), sets
 //! of scalars (finalizers), and atomic values (label selectors, tolerations, a Service's
-//! selector) that are owned as one leaf. The tables below say so for the built-in types; any
-//! other object is a struct of such fields and any other list is atomic.
+//! selector) that are owned as one leaf. The OpenAPI definitions of the built-in types say
+//! which (see [`schema`]); a custom resource is a map of what it holds.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
+
+mod schema;
 
 // ---------------------------------------------------------------------------------------------
 // Paths and sets
@@ -262,10 +264,11 @@ impl FieldSet {
 // Types
 // ---------------------------------------------------------------------------------------------
 
-/// How a field's value is walked.
+/// How a field's value is walked (read from the OpenAPI definitions, see [`schema`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ty {
-    /// A struct: its fields by the table (`Some`), or untabled fields of a struct (`None`).
+    /// A struct, by definition name (`Some`), or a value without a definition of its own
+    /// (`None`: a scalar, or anything below it): a `null` there is nothing to own.
     Obj(Option<&'static str>),
     /// A map, or a value with no schema: keys are entries, lists below are atomic.
     Deduced,
@@ -284,136 +287,34 @@ pub enum ElemTy {
     Atomic,
 }
 
-const NAME: &[&str] = &["name"];
 const TYPE: &[&str] = &["type"];
 const CONDITIONS: Ty = Ty::Keyed(TYPE, ElemTy::Obj(None));
 
-/// The root type of a kind's objects.
+/// The root type of a kind's objects: its OpenAPI definition (see [`schema`]). Custom
+/// resources are maps of what they hold; a kind of a `*.k8s.io` group without a definition (a
+/// custom resource there) is an object with metadata and a status whose conditions are keyed
+/// by type.
 fn root(group: &str, kind: &str) -> Ty {
-    let t = match (group, kind) {
-        ("", "Pod") => "core.Pod",
-        ("", "PodTemplate") => "core.PodTemplate",
-        ("", "ReplicationController") => "core.ReplicationController",
-        ("", "Service") => "core.Service",
-        ("", "ServiceAccount") => "core.ServiceAccount",
-        ("", "Namespace") => "core.Namespace",
-        ("", "Node") => "core.Node",
-        ("", "PersistentVolume") => "core.PersistentVolume",
-        ("", "PersistentVolumeClaim") => "core.PersistentVolumeClaim",
-        ("", "Event") => "core.Event",
-        ("", "ResourceQuota") => "core.ResourceQuota",
-        ("", "ComponentStatus") => "core.ComponentStatus",
-        ("apps", "Deployment") | ("apps", "ReplicaSet") | ("apps", "DaemonSet") => "apps.Workload",
-        ("apps", "StatefulSet") => "apps.StatefulSet",
-        ("batch", "Job") => "batch.Job",
-        ("batch", "CronJob") => "batch.CronJob",
-        ("autoscaling", "HorizontalPodAutoscaler") => "autoscaling.HorizontalPodAutoscaler",
-        ("policy", "PodDisruptionBudget") => "policy.PodDisruptionBudget",
-        ("events.k8s.io", "Event") => "events.Event",
-        ("certificates.k8s.io", "CertificateSigningRequest") => "certificates.CSR",
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => "rbac.Binding",
-        ("networking.k8s.io", "NetworkPolicy") => "networking.NetworkPolicy",
-        ("storage.k8s.io", "CSINode") => "storage.CSINode",
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => "apiextensions.CRD",
-        (g, _) if g.contains('.') && !g.ends_with(".k8s.io") => return Ty::Deduced,
-        _ => "meta.Object",
-    };
-    Ty::Obj(Some(t))
+    if group.contains('.') && !group.ends_with(".k8s.io") {
+        return Ty::Deduced;
+    }
+    Ty::Obj(Some(schema::root(group, kind).unwrap_or(OBJECT)))
 }
 
-/// The type of field `name` of struct `t` (only what differs from an untabled struct field).
+/// The stand-in for objects without a definition, and its status.
+const OBJECT: &str = "meta.Object";
+const STATUS: &str = "meta.Status";
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// The type of field `name` of struct `t`; `None` for a field `t` does not have.
 fn field(t: &str, name: &str) -> Option<Ty> {
-    use ElemTy as E;
-    let obj = |n: &'static str| Some(Ty::Obj(Some(n)));
-    let ty = match (t, name) {
-        (_, "metadata") if !matches!(t, "meta.ObjectMeta") => return obj("meta.ObjectMeta"),
-        ("meta.ObjectMeta", "ownerReferences") => Ty::Keyed(&["uid"], E::Atomic),
-        ("meta.ObjectMeta", "finalizers") => Ty::Set,
-        ("meta.ObjectMeta", "labels" | "annotations") => Ty::Deduced,
-
-        ("core.Pod", "spec") => return obj("core.PodSpec"),
-        ("core.Pod", "status") => return obj("core.PodStatus"),
-        ("core.PodTemplate", "template") => return obj("core.PodTemplateSpec"),
-        ("core.PodTemplateSpec", "spec") => return obj("core.PodSpec"),
-        ("core.PodSpec", "containers" | "initContainers" | "ephemeralContainers") => {
-            Ty::Keyed(NAME, E::Obj(Some("core.Container")))
-        }
-        ("core.PodSpec", "volumes") => Ty::Keyed(NAME, E::Obj(None)),
-        ("core.PodSpec", "imagePullSecrets") => Ty::Keyed(NAME, E::Atomic),
-        ("core.PodSpec", "hostAliases") => Ty::Keyed(&["ip"], E::Obj(None)),
-        ("core.PodSpec", "topologySpreadConstraints") => Ty::Keyed(
-            &["topologyKey", "whenUnsatisfiable"],
-            E::Obj(Some("core.TopologySpreadConstraint")),
-        ),
-        ("core.PodSpec", "schedulingGates" | "resourceClaims") => Ty::Keyed(NAME, E::Obj(None)),
-        ("core.PodSpec", "nodeSelector") => Ty::Atomic,
-        ("core.PodSpec", "affinity") => return obj("core.Affinity"),
-        ("core.TopologySpreadConstraint", "labelSelector") => Ty::Atomic,
-        ("core.Affinity", "nodeAffinity") => return obj("core.NodeAffinity"),
-        ("core.NodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution") => Ty::Atomic,
-        ("core.Container", "ports") => Ty::Keyed(&["containerPort", "protocol"], E::Obj(None)),
-        ("core.Container", "env") => Ty::Keyed(NAME, E::Obj(Some("core.EnvVar"))),
-        ("core.Container", "volumeMounts") => Ty::Keyed(&["mountPath"], E::Obj(None)),
-        ("core.Container", "volumeDevices") => Ty::Keyed(&["devicePath"], E::Obj(None)),
-        ("core.Container", "resources") => return obj("core.ResourceRequirements"),
-        ("core.ResourceRequirements", "claims") => Ty::Keyed(NAME, E::Obj(None)),
-        ("core.ResourceRequirements", "limits" | "requests") => Ty::Deduced,
-        ("core.EnvVar", "valueFrom") => return obj("core.EnvVarSource"),
-        ("core.EnvVarSource", _) => Ty::Atomic,
-        ("core.PodStatus", "conditions") => CONDITIONS,
-        ("core.PodStatus", "podIPs") => Ty::Keyed(&["ip"], E::Obj(None)),
-        ("core.PodStatus", "resourceClaimStatuses") => Ty::Keyed(NAME, E::Obj(None)),
-
-        ("core.ReplicationController", "spec") => return obj("core.RCSpec"),
-        ("core.RCSpec", "selector") => Ty::Atomic,
-        ("core.RCSpec", "template") => return obj("core.PodTemplateSpec"),
-        ("core.Service", "spec") => return obj("core.ServiceSpec"),
-        ("core.ServiceSpec", "ports") => Ty::Keyed(&["port", "protocol"], E::Obj(None)),
-        ("core.ServiceSpec", "selector") => Ty::Atomic,
-        ("core.ServiceAccount", "secrets") => Ty::Keyed(NAME, E::Atomic),
-        ("core.Node", "spec") => return obj("core.NodeSpec"),
-        ("core.NodeSpec", "podCIDRs") => Ty::Set,
-        ("core.Node", "status") => return obj("core.NodeStatus"),
-        ("core.NodeStatus", "addresses") => Ty::Keyed(TYPE, E::Obj(None)),
-        ("core.PersistentVolume", "spec") => return obj("core.PVSpec"),
-        ("core.PVSpec", "claimRef") => Ty::Atomic,
-        ("core.PVSpec", "nodeAffinity") => return obj("core.VolumeNodeAffinity"),
-        ("core.VolumeNodeAffinity", "required") => Ty::Atomic,
-        ("core.PersistentVolumeClaim", "spec") => return obj("core.PVCSpec"),
-        ("core.PVCSpec", "selector" | "dataSource") => Ty::Atomic,
-        ("core.Event", "involvedObject" | "related") => Ty::Atomic,
-        ("core.ResourceQuota", "spec") => return obj("core.ResourceQuotaSpec"),
-        ("core.ResourceQuotaSpec", "scopeSelector") => Ty::Atomic,
-
-        ("apps.Workload", "spec") => return obj("apps.WorkloadSpec"),
-        ("apps.StatefulSet", "spec") => return obj("apps.WorkloadSpec"),
-        ("apps.WorkloadSpec", "selector") => Ty::Atomic,
-        ("apps.WorkloadSpec", "template") => return obj("core.PodTemplateSpec"),
-        ("batch.Job", "spec") => return obj("batch.JobSpec"),
-        ("batch.JobSpec", "selector") => Ty::Atomic,
-        ("batch.JobSpec", "template") => return obj("core.PodTemplateSpec"),
-        ("batch.Job", "status") => return obj("batch.JobStatus"),
-        ("batch.JobStatus", "conditions") => Ty::Atomic,
-        ("batch.JobStatus", "uncountedTerminatedPods") => return obj("batch.Uncounted"),
-        ("batch.Uncounted", "succeeded" | "failed") => Ty::Set,
-        ("batch.CronJob", "spec") => return obj("batch.CronJobSpec"),
-        ("batch.CronJobSpec", "jobTemplate") => return obj("batch.JobTemplateSpec"),
-        ("batch.JobTemplateSpec", "spec") => return obj("batch.JobSpec"),
-        ("policy.PodDisruptionBudget", "spec") => return obj("policy.PDBSpec"),
-        ("policy.PDBSpec", "selector") => Ty::Atomic,
-        ("events.Event", "regarding" | "related") => Ty::Atomic,
-        ("rbac.Binding", "roleRef") => Ty::Atomic,
-        ("networking.NetworkPolicy", "spec") => return obj("networking.NetworkPolicySpec"),
-        ("networking.NetworkPolicySpec", "podSelector") => Ty::Atomic,
-        ("storage.CSINode", "spec") => return obj("storage.CSINodeSpec"),
-        ("storage.CSINodeSpec", "drivers") => Ty::Keyed(NAME, E::Obj(None)),
-
-        // Status conditions are keyed by type nearly everywhere (a Job's are atomic, above).
-        (_, "status") => return obj("meta.Status"),
-        ("meta.Status", "conditions") => CONDITIONS,
-        _ => return None,
-    };
-    Some(ty)
+    match (t, name) {
+        (OBJECT, "metadata") => Some(Ty::Obj(Some(OBJECT_META))),
+        (OBJECT, "status") => Some(Ty::Obj(Some(STATUS))),
+        (STATUS, "conditions") => Some(CONDITIONS),
+        (OBJECT | STATUS, _) => None,
+        _ => schema::field(t, name),
+    }
 }
 
 /// The type of `key` below a value of type `ty`.

@@ -117,6 +117,7 @@ impl ResourceDef {
                     | "FlowSchema"
                     | "PriorityLevelConfiguration"
                     | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
                     | "ValidatingWebhookConfiguration"
                     | "MutatingWebhookConfiguration"
             )

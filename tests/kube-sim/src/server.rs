@@ -234,6 +234,11 @@ async fn handle(
             return to_http(resp);
         }
     }
+    if let Some(resp) =
+        crate::openapi_docs::route(&state.sim, &parts.method, &path, &query, &parts.headers)
+    {
+        return to_http(resp);
+    }
     let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -404,10 +409,14 @@ fn route(
         }
     }
     match resource {
-        Some(p) => match sim.handle_resource(req, p) {
-            Ok(r) => r,
-            Err(e) => error_response(e),
-        },
+        Some(p) => {
+            // Admission warnings (ValidatingAdmissionPolicy `Warn`) go out with any answer.
+            let (result, warnings) =
+                crate::admission_policy_enforce::collect_warnings(|| sim.handle_resource(req, p));
+            let mut r = result.unwrap_or_else(error_response);
+            crate::admission_policy_enforce::add_warning_headers(&mut r, warnings);
+            r
+        }
         None => error_response(ApiError::no_route()),
     }
 }
@@ -441,21 +450,7 @@ fn discovery_route(state: &ServerState, req: &ApiRequest, path: &str) -> Option<
             Some(d) => ApiResponse::json(200, d),
             None => error_response(ApiError::no_route()),
         }),
-        ["openapi", "v3"] => {
-            let mut r = ApiResponse::json(200, discovery::openapi_index(reg));
-            r.content_type = Some("text/plain; charset=utf-8".into());
-            Some(r)
-        }
-        ["openapi", "v3", "api", v] => Some(openapi(reg, "", v)),
-        ["openapi", "v3", "apis", g, v] => Some(openapi(reg, g, v)),
         _ => None,
-    }
-}
-
-fn openapi(reg: &crate::resources::Registry, g: &str, v: &str) -> ApiResponse {
-    match discovery::openapi_doc(reg, g, v) {
-        Some(d) => ApiResponse::json(200, d),
-        None => ApiResponse::text(404, "404 page not found"),
     }
 }
 
@@ -503,9 +498,16 @@ fn to_http(r: ApiResponse) -> Response<RespBody> {
             )
         }
     };
-    b = b
-        .header("content-type", ct)
-        .header("cache-control", "no-cache, private");
+    b = b.header("content-type", ct);
+    // Every answer is private and uncached unless its handler says otherwise (a hashed
+    // OpenAPI document is immutable).
+    if !r
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("cache-control"))
+    {
+        b = b.header("cache-control", "no-cache, private");
+    }
     for (k, v) in r.headers {
         b = b.header(k, v);
     }

@@ -36,6 +36,7 @@ pub fn decode(
     kind: &str,
     body: &Value,
 ) -> Option<Result<Decoded, String>> {
+    use k8s_openapi::api::admissionregistration::v1beta1 as admreg_beta;
     use k8s_openapi::api::{
         apps::v1 as apps, autoscaling::v1 as as1, autoscaling::v2 as as2, batch::v1 as batch,
         certificates::v1 as certs, coordination::v1 as coord, core::v1 as core,
@@ -85,6 +86,8 @@ pub fn decode(
         ("networking.k8s.io", "v1", "NetworkPolicy") => net::NetworkPolicy,
         ("scheduling.k8s.io", "v1", "PriorityClass") => sched::PriorityClass,
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => apiext::CustomResourceDefinition,
+        ("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicy") => admreg_beta::ValidatingAdmissionPolicy,
+        ("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicyBinding") => admreg_beta::ValidatingAdmissionPolicyBinding,
     })?;
     Some(out.map(|mut object| {
         let mut unknown_fields = Vec::new();

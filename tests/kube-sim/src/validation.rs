@@ -11,7 +11,8 @@
 //! immutability rules applied on update. The request handler calls `validate` once the object
 //! has been defaulted (so fields the defaulters fill are tolerated when absent) and renders
 //! the result with `invalid_message`. Messages follow upstream's wording
-//! (`field.Error.ErrorBody`), values rendered the way Go's `fmt` prints them. Objects of the
+//! (`field.Error.ErrorBody`), values rendered the way Go's `fmt` prints them (a struct
+//! through `go_value`: `%#v` of the internal type, pointers as an address). Objects of the
 //! wrong shape never panic: a field with an unexpected JSON type is treated as absent (or
 //! reported when upstream would require it).
 
@@ -26,10 +27,13 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
+mod admission_policy;
+mod admission_policy_cel;
 pub mod csr;
 pub(crate) mod dra;
 pub(crate) mod endpoints;
 pub(crate) mod gated;
+mod jsonpath_syntax;
 mod volume_attachment;
 
 /// One field error, as it appears in a Status' `details.causes`.
@@ -159,32 +163,13 @@ fn go_map(v: Option<&Value>) -> String {
     }
 }
 
-/// A `*metav1.LabelSelector` through its generated `String()` method.
+/// A `*metav1.LabelSelector` in a field error: the error follows the pointer and prints the
+/// struct with `%#v` (its `String()` method is on the pointer, so it is not used); nil is `"null"`.
 fn go_selector(v: Option<&Value>) -> String {
-    let Some(sel) = v.filter(|v| !v.is_null()) else {
-        return q("null");
-    };
-    let mut labels = String::from("map[string]string{");
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        let sorted: BTreeMap<&String, String> =
-            m.iter().map(|(k, v)| (k, scalar_string(v))).collect();
-        for (k, v) in sorted {
-            labels.push_str(&format!("{k}: {v},"));
-        }
+    match v.filter(|v| !v.is_null()) {
+        None => q("null"),
+        Some(sel) => crate::go_value::go_syntax("v1.LabelSelector", Some(sel)),
     }
-    labels.push('}');
-    let mut exprs = String::from("[]LabelSelectorRequirement{");
-    for e in arr(sel.get("matchExpressions")) {
-        let values: Vec<String> = arr(e.get("values")).iter().map(scalar_string).collect();
-        exprs.push_str(&format!(
-            "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
-            str_of(e.get("key")),
-            str_of(e.get("operator")),
-            values.join(" ")
-        ));
-    }
-    exprs.push('}');
-    format!("&LabelSelector{{MatchLabels:{labels},MatchExpressions:{exprs},}}")
 }
 
 /// A JSON number or other scalar as Go's `%v` prints it.
@@ -585,25 +570,10 @@ fn validate_annotations(e: &mut Errs, ann: Option<&Value>, path: &str) {
     }
 }
 
-/// An OwnerReference as Go's `%#v` prints the struct. Its `*bool` fields print as an
-/// address when set: any address stands for the one a real server would print.
+/// An OwnerReference as Go's `%#v` prints the struct (its `*bool` fields as an address when
+/// set: see `rkcm_gocompat::gofmt::POINTER_ADDRESS`).
 fn go_owner_reference(r: &Value) -> String {
-    let flag = |key: &str| {
-        if r.get(key).is_some_and(|v| !v.is_null()) {
-            "(*bool)(0xc000012345)"
-        } else {
-            "(*bool)(nil)"
-        }
-    };
-    format!(
-        "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
-        q(str_of(r.get("apiVersion"))),
-        q(str_of(r.get("kind"))),
-        q(str_of(r.get("name"))),
-        q(str_of(r.get("uid"))),
-        flag("controller"),
-        flag("blockOwnerDeletion"),
-    )
+    crate::go_value::go_syntax("v1.OwnerReference", Some(r))
 }
 
 fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
@@ -621,14 +591,14 @@ fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
             );
         }
         if kind.is_empty() {
-            e.invalid(&child(path, "kind"), &q(kind), "must not be empty");
+            e.invalid(&child(path, "kind"), &q(kind), "kind must not be empty");
         }
         if name.is_empty() {
-            e.invalid(&child(path, "name"), &q(name), "must not be empty");
+            e.invalid(&child(path, "name"), &q(name), "name must not be empty");
         }
         let uid = str_of(r.get("uid"));
         if uid.is_empty() {
-            e.invalid(&child(path, "uid"), &q(uid), "must not be empty");
+            e.invalid(&child(path, "uid"), &q(uid), "uid must not be empty");
         }
         if api_version == "v1" && kind == "Event" {
             e.invalid(
@@ -644,7 +614,7 @@ fn validate_owner_refs(e: &mut Errs, refs: Option<&Value>, path: &str) {
             } else {
                 e.invalid(
                     path,
-                    "[]v1.OwnerReference{...}",
+                    &crate::go_value::go_syntax("[]v1.OwnerReference", refs),
                     &format!("Only one reference can have Controller set to true. Found \"true\" in references for {first_controller} and {cur}"),
                 );
             }
@@ -1090,13 +1060,7 @@ fn validate_tolerations(e: &mut Errs, tols: Option<&Value>, path: &str) {
             }
             "Exists" => {
                 if !value.is_empty() {
-                    let rendered = format!(
-                        "core.Toleration{{Key:{}, Operator:{}, Value:{}, Effect:{}, TolerationSeconds:(*int64)(nil)}}",
-                        q(k),
-                        q(op),
-                        q(value),
-                        q(effect)
-                    );
+                    let rendered = crate::go_value::go_syntax("core.Toleration", Some(t));
                     e.invalid(
                         &child(&p, "operator"),
                         &rendered,
@@ -1281,26 +1245,36 @@ fn validate_required_selector(e: &mut Errs, sel: Option<&Value>, what: &str) {
     }
 }
 
-fn validate_int_or_percent(e: &mut Errs, v: Option<&Value>, path: &str) {
+/// `ValidatePositiveIntOrPercent`: a percent string must be one (the error prints the
+/// IntOrString struct), a number must not be negative.
+fn positive_int_or_percent(e: &mut Errs, v: Option<&Value>, path: &str) {
     match v {
-        Some(Value::String(s)) => {
-            if !res().percent.is_match(s) {
-                e.invalid(
-                    path,
-                    s,
-                    &regex_error(
-                        "a valid percent string must be a numeric string followed by an ending '%'",
-                        PERCENT_FMT,
-                        &["1%", "93%"],
-                    ),
-                );
-            } else if s[..s.len() - 1].parse::<u64>().is_ok_and(|p| p > 100) {
-                e.invalid(path, s, "must not be greater than 100%");
-            }
-        }
+        Some(Value::String(s)) if !res().percent.is_match(s) => e.invalid(
+            path,
+            &go_int_or_string(v),
+            &regex_error(
+                "a valid percent string must be a numeric string followed by an ending '%'",
+                PERCENT_FMT,
+                &["1%", "93%"],
+            ),
+        ),
         Some(n @ Value::Number(_)) => nonneg(e, Some(n), path),
         _ => {}
     }
+}
+
+/// `IsNotMoreThan100Percent`.
+fn not_more_than_100_percent(e: &mut Errs, v: Option<&Value>, path: &str) {
+    if let Some(Value::String(s)) = v {
+        if res().percent.is_match(s) && s[..s.len() - 1].parse::<u64>().is_ok_and(|p| p > 100) {
+            e.invalid(path, &go_int_or_string(v), "must not be greater than 100%");
+        }
+    }
+}
+
+/// An `intstr.IntOrString` value in a field error (`%#v` of the struct).
+fn go_int_or_string(v: Option<&Value>) -> String {
+    crate::go_value::go_syntax("intstr.IntOrString", v)
 }
 
 fn int_or_percent_value(v: Option<&Value>) -> i64 {
@@ -1341,24 +1315,23 @@ fn validate_deployment(e: &mut Errs, o: &Value) {
             {
                 let mu = ru.get("maxUnavailable");
                 let ms = ru.get("maxSurge");
-                validate_int_or_percent(e, mu, "spec.strategy.rollingUpdate.maxUnavailable");
-                validate_int_or_percent(e, ms, "spec.strategy.rollingUpdate.maxSurge");
-                if present(mu)
-                    && present(ms)
-                    && int_or_percent_value(mu) == 0
-                    && int_or_percent_value(ms) == 0
-                {
+                let mu_path = "spec.strategy.rollingUpdate.maxUnavailable";
+                positive_int_or_percent(e, mu, mu_path);
+                positive_int_or_percent(e, ms, "spec.strategy.rollingUpdate.maxSurge");
+                if int_or_percent_value(mu) == 0 && int_or_percent_value(ms) == 0 {
                     e.invalid(
-                        "spec.strategy.rollingUpdate.maxUnavailable",
-                        &mu.map(int_or_string).unwrap_or_default(),
+                        mu_path,
+                        &go_int_or_string(mu),
                         "may not be 0 when `maxSurge` is 0",
                     );
                 }
+                // Only maxUnavailable is held to 100%.
+                not_more_than_100_percent(e, mu, mu_path);
             }
         }
-        other => e.not_supported(
+        _ => e.not_supported(
             "spec.strategy",
-            &format!("apps.DeploymentStrategy{{Type:{}}}", q(other)),
+            &crate::go_value::go_syntax("apps.DeploymentStrategy", strategy),
             &["Recreate", "RollingUpdate"],
         ),
     }
@@ -1423,7 +1396,10 @@ fn validate_statefulset(e: &mut Errs, o: &Value) {
             if present(us.and_then(|u| u.get("rollingUpdate"))) {
                 e.invalid(
                     "spec.updateStrategy.rollingUpdate",
-                    "&apps.RollingUpdateStatefulSetStrategy{...}",
+                    &crate::go_value::go_syntax(
+                        "apps.RollingUpdateStatefulSetStrategy",
+                        us.and_then(|u| u.get("rollingUpdate")),
+                    ),
                     "only allowed for updateStrategy 'RollingUpdate'",
                 );
             }
@@ -1440,15 +1416,16 @@ fn validate_statefulset(e: &mut Errs, o: &Value) {
                 .filter(|m| !m.is_null())
             {
                 let p = "spec.updateStrategy.rollingUpdate.maxUnavailable";
-                validate_int_or_percent(e, Some(mu), p);
+                positive_int_or_percent(e, Some(mu), p);
                 if int_or_percent_value(Some(mu)) == 0 {
-                    e.invalid(p, &int_or_string(mu), "cannot be 0");
+                    e.invalid(p, &go_int_or_string(Some(mu)), "cannot be 0");
                 }
+                not_more_than_100_percent(e, Some(mu), p);
             }
         }
-        other => e.invalid(
+        _ => e.invalid(
             "spec.updateStrategy",
-            &format!("apps.StatefulSetUpdateStrategy{{Type:{}}}", q(other)),
+            &crate::go_value::go_syntax("apps.StatefulSetUpdateStrategy", us),
             "must be 'RollingUpdate' or 'OnDelete'",
         ),
     }
@@ -1559,10 +1536,17 @@ fn validate_daemonset(e: &mut Errs, o: &Value) {
     );
     let us = spec.and_then(|s| s.get("updateStrategy"));
     match str_of(us.and_then(|u| u.get("type"))) {
-        "" | "OnDelete" | "RollingUpdate" => {}
-        other => e.not_supported(
+        "" | "OnDelete" => {}
+        "RollingUpdate" => match us
+            .and_then(|u| u.get("rollingUpdate"))
+            .filter(|r| r.is_object())
+        {
+            None => e.required("spec.updateStrategy.rollingUpdate", ""),
+            Some(ru) => validate_daemonset_rolling_update(e, ru),
+        },
+        _ => e.not_supported(
             "spec.updateStrategy",
-            &format!("apps.DaemonSetUpdateStrategy{{Type:{}}}", q(other)),
+            &crate::go_value::go_syntax("apps.DaemonSetUpdateStrategy", us),
             &["RollingUpdate", "OnDelete"],
         ),
     }
@@ -1571,6 +1555,27 @@ fn validate_daemonset(e: &mut Errs, o: &Value) {
         spec.and_then(|s| s.get("revisionHistoryLimit")),
         "spec.revisionHistoryLimit",
     );
+}
+
+/// `ValidateRollingUpdateDaemonSet`: exactly one of maxUnavailable and maxSurge is non-zero.
+fn validate_daemonset_rolling_update(e: &mut Errs, ru: &Value) {
+    let mu = ru.get("maxUnavailable").filter(|v| !v.is_null());
+    let ms = ru.get("maxSurge").filter(|v| !v.is_null());
+    let mu_path = "spec.updateStrategy.rollingUpdate.maxUnavailable";
+    let ms_path = "spec.updateStrategy.rollingUpdate.maxSurge";
+    positive_int_or_percent(e, mu, mu_path);
+    positive_int_or_percent(e, ms, ms_path);
+    not_more_than_100_percent(e, mu, mu_path);
+    not_more_than_100_percent(e, ms, ms_path);
+    match (int_or_percent_value(mu) != 0, int_or_percent_value(ms) != 0) {
+        (true, true) => e.invalid(
+            ms_path,
+            &go_int_or_string(ms),
+            "may not be set when maxUnavailable is non-zero",
+        ),
+        (false, false) => e.required(mu_path, "cannot be 0 when maxSurge is 0"),
+        _ => {}
+    }
 }
 
 fn selector_matches_or_everything(sel: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
@@ -1755,7 +1760,9 @@ fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
     }
 }
 
-/// An approximation of Go's `%#v` for a PodTemplateSpec (upstream prints the whole struct).
+/// A PodTemplateSpec in a field error. Upstream prints the whole internal struct with `%#v`;
+/// kube-sim has no layout of the internal pod spec and prints the JSON inside the type's name
+/// (a known difference, see the README).
 fn go_pod_template(t: Option<&Value>) -> String {
     format!(
         "core.PodTemplateSpec{{{}}}",
@@ -1926,6 +1933,16 @@ fn validate_cronjob(e: &mut Errs, o: &Value, old: Option<&Value>) {
         get("startingDeadlineSeconds"),
         "spec.startingDeadlineSeconds",
     );
+    let old_tz = old
+        .and_then(|o| o.get("spec"))
+        .and_then(|s| s.get("timeZone"));
+    if old.is_none() || !sem_eq(old_tz, get("timeZone")) {
+        if let Some(tz) = get("timeZone").and_then(Value::as_str) {
+            if let Some(msg) = time_zone_error(tz) {
+                e.invalid("spec.timeZone", &q(tz), &msg);
+            }
+        }
+    }
     let cp = str_of(get("concurrencyPolicy"));
     if !cp.is_empty() && !matches!(cp, "Allow" | "Forbid" | "Replace") {
         e.not_supported(
@@ -1973,6 +1990,36 @@ fn validate_cronjob(e: &mut Errs, o: &Value, old: Option<&Value>) {
             );
         }
     }
+}
+
+/// `validateTimeZone`: an explicit IANA zone name (the time zone database is the one found
+/// at /usr/share/zoneinfo, as Go's `time.LoadLocation` looks there first).
+fn time_zone_error(tz: &str) -> Option<String> {
+    if tz.is_empty() {
+        return Some("timeZone must be nil or non-empty string".into());
+    }
+    let part_ok = |p: &str| {
+        p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && (1..=14).contains(&p.len())
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+    };
+    if !tz.split('/').all(part_ok) {
+        return Some(format!("unknown time zone {tz}"));
+    }
+    if tz.eq_ignore_ascii_case("Local") {
+        return Some(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
+    }
+    let db = std::path::Path::new("/usr/share/zoneinfo");
+    if tz != "UTC" && db.is_dir() && !db.join(tz).is_file() {
+        return Some(format!("unknown time zone {tz}"));
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2207,15 +2254,13 @@ fn validate_rc(e: &mut Errs, o: &Value) {
     }
 }
 
+/// The key upstream compares ports by: a ServicePort holding only protocol and port.
 fn go_service_port(p: &Value) -> String {
-    format!(
-        "core.ServicePort{{Name:\"\", Protocol:{}, AppProtocol:(*string)(nil), Port:{}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}",
-        q(match str_of(p.get("protocol")) {
-            "" => "TCP",
-            s => s,
-        }),
-        int_of(p.get("port")).unwrap_or(0)
-    )
+    let key = serde_json::json!({
+        "protocol": str_of(p.get("protocol")),
+        "port": int_of(p.get("port")).unwrap_or(0),
+    });
+    crate::go_value::go_syntax("core.ServicePort", Some(&key))
 }
 
 fn validate_service(e: &mut Errs, o: &Value) {
@@ -2232,13 +2277,7 @@ fn validate_service(e: &mut Errs, o: &Value) {
     }
     match ty {
         "LoadBalancer" | "NodePort" => {
-            if headless {
-                e.invalid(
-                    "spec.clusterIPs[0]",
-                    &q("None"),
-                    &format!("may not be set to 'None' for {ty} services"),
-                );
-            }
+            // The kubelet-port check comes first, then the headless one.
             if ty == "LoadBalancer" {
                 for (i, p) in ports.iter().enumerate() {
                     if int_of(p.get("port")) == Some(10250) {
@@ -2249,6 +2288,13 @@ fn validate_service(e: &mut Errs, o: &Value) {
                         );
                     }
                 }
+            }
+            if headless {
+                e.invalid(
+                    "spec.clusterIPs[0]",
+                    &q("None"),
+                    &format!("may not be set to 'None' for {ty} services"),
+                );
             }
         }
         "ExternalName" => {
@@ -2324,6 +2370,16 @@ fn validate_service(e: &mut Errs, o: &Value) {
                     "may not be used when `type` is 'ClusterIP'",
                 );
             }
+        }
+    }
+    // A node port may be used once per protocol.
+    let mut node_ports = HashSet::new();
+    for (i, p) in ports.iter().enumerate() {
+        let Some(np) = int_of(p.get("nodePort")).filter(|n| *n != 0) else {
+            continue;
+        };
+        if !node_ports.insert((str_of(p.get("protocol")).to_string(), np)) {
+            e.duplicate(&child(&idx("spec.ports", i), "nodePort"), &np.to_string());
         }
     }
     let mut seen = HashSet::new();
@@ -2665,11 +2721,22 @@ fn validate_pvc_spec(e: &mut Errs, spec: Option<&Value>, path: &str) {
         );
     }
     validate_label_selector(e, get("selector"), &child(path, "selector"));
+    let (mut once_pod, mut other) = (false, false);
     for m in modes {
         let m = scalar_string(m);
         if !ACCESS_MODES.contains(&m.as_str()) {
             e.not_supported(&child(path, "accessModes"), &q(&m), ACCESS_MODES);
+        } else if m == "ReadWriteOncePod" {
+            once_pod = true;
+        } else {
+            other = true;
         }
+    }
+    if once_pod && other {
+        e.forbidden(
+            &child(path, "accessModes"),
+            "may not use ReadWriteOncePod with other access modes",
+        );
     }
     let storage_path = key(&child(path, "resources"), "storage");
     match get("resources")
@@ -2783,12 +2850,7 @@ fn validate_pv(e: &mut Errs, o: &Value) {
 }
 
 fn go_taint(t: &Value) -> String {
-    format!(
-        "core.Taint{{Key:{}, Value:{}, Effect:{}, TimeAdded:(*v1.Time)(nil)}}",
-        q(str_of(t.get("key"))),
-        q(str_of(t.get("value"))),
-        q(str_of(t.get("effect")))
-    )
+    crate::go_value::go_syntax("core.Taint", Some(t))
 }
 
 fn validate_node(e: &mut Errs, o: &Value) {
@@ -2824,7 +2886,8 @@ fn validate_namespace(e: &mut Errs, o: &Value) {
     for f in arr(o.get("spec").and_then(|s| s.get("finalizers"))) {
         let f = scalar_string(f);
         e.invalid_msgs("spec.finalizers", &f, is_qualified_name(&f));
-        if !f.contains('/') && f != "kubernetes" {
+        if !f.contains('/') && !matches!(f.as_str(), "kubernetes" | "orphan" | "foregroundDeletion")
+        {
             e.invalid(
                 "spec.finalizers",
                 &q(&f),
@@ -2844,17 +2907,14 @@ fn validate_pdb(e: &mut Errs, o: &Value) {
     if present(get("minAvailable")) && present(get("maxUnavailable")) {
         e.invalid(
             "spec",
-            &format!(
-                "policy.PodDisruptionBudgetSpec{{MinAvailable:{}, MaxUnavailable:{}}}",
-                get("minAvailable").map(int_or_string).unwrap_or_default(),
-                get("maxUnavailable").map(int_or_string).unwrap_or_default()
-            ),
+            &crate::go_value::go_syntax("policy.PodDisruptionBudgetSpec", spec),
             "minAvailable and maxUnavailable cannot be both set",
         );
     }
     for f in ["minAvailable", "maxUnavailable"] {
         if present(get(f)) {
-            validate_int_or_percent(e, get(f), &format!("spec.{f}"));
+            positive_int_or_percent(e, get(f), &format!("spec.{f}"));
+            not_more_than_100_percent(e, get(f), &format!("spec.{f}"));
         }
     }
     validate_label_selector(e, get("selector"), "spec.selector");
@@ -3030,6 +3090,9 @@ pub fn validate(
         ("networking.k8s.io", "IPAddress") => gated::validate_ip_address(&mut e, obj, old),
         ("internal.apiserver.k8s.io", "StorageVersion") => {
             gated::validate_storage_version(&mut e, obj)
+        }
+        (crate::admission_policies::GROUP, kind) => {
+            admission_policy::validate(&mut e, kind, obj, old.filter(|o| o.is_object()))
         }
         _ => {}
     }
@@ -3208,7 +3271,7 @@ mod tests {
         let f = fields(&c);
         assert!(f.contains(&"metadata.ownerReferences.apiVersion|Invalid value: \"\": version must not be empty".to_string()), "{f:?}");
         assert!(f.contains(
-            &"metadata.ownerReferences.uid|Invalid value: \"\": must not be empty".to_string()
+            &"metadata.ownerReferences.uid|Invalid value: \"\": uid must not be empty".to_string()
         ));
         assert!(f.iter().any(|m| m.contains("Only one reference can have Controller set to true. Found \"true\" in references for Deployment/d and /")));
         let c = v(
@@ -3249,7 +3312,7 @@ mod tests {
         );
         assert_eq!(
             fields(&c),
-            vec!["spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}: empty selector is invalid for deployment"]
+            vec!["spec.selector|Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for deployment"]
         );
         let c = v(
             "apps",
@@ -3398,7 +3461,7 @@ mod tests {
         upd["spec"]["selector"] = json!({"matchLabels": {"a": "c"}});
         upd["spec"]["template"]["metadata"]["labels"] = json!({"a": "c"});
         let c = validate("batch", "v1", "Job", &upd, Some(&ok));
-        assert!(fields(&c).contains(&"spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{a: c,},MatchExpressions:[]LabelSelectorRequirement{},}: field is immutable".to_string()), "{c:?}");
+        assert!(fields(&c).contains(&"spec.selector|Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"a\":\"c\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable".to_string()), "{c:?}");
         assert!(c
             .iter()
             .any(|c| c.field == "spec.template" && c.message.ends_with("field is immutable")));
@@ -3568,7 +3631,7 @@ mod tests {
             .ends_with("minAvailable and maxUnavailable cannot be both set"));
         assert_eq!(
             c[1].message,
-            "Invalid value: 150%: must not be greater than 100%"
+            "Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%"
         );
         let c = v(
             "coordination.k8s.io",
@@ -3606,7 +3669,7 @@ mod tests {
         );
         assert_eq!(
             fields(&validate("apps", "v1", "Deployment", &new, Some(&old))),
-            vec!["spec.selector|Invalid value: &LabelSelector{MatchLabels:map[string]string{app: web,v: 1,},MatchExpressions:[]LabelSelectorRequirement{},}: field is immutable"]
+            vec!["spec.selector|Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"web\", \"v\":\"1\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"]
         );
         let mut ss_old = old.clone();
         ss_old["spec"]["serviceName"] = json!("a");

@@ -12,40 +12,17 @@ pub fn milli(text: &str) -> Option<i128> {
     quantity.milli_value().map(i128::from)
 }
 
-/// A Go-style duration (`"3s"`, `"1m30s"`, `"500ms"`, `"2h"`); a bare number means seconds.
+/// A Go duration (`"3s"`, `"1m30s"`, `"500ms"`, `"2h"`: `time.ParseDuration`, the one copy
+/// in `rkcm-gocompat`); node-sim's knobs also take a bare number of seconds (`"2"`,
+/// `"0.5"`), which Go would refuse. Negative durations are refused.
 pub fn duration(text: &str) -> Option<Duration> {
     let s = text.trim();
-    if s.is_empty() {
-        return None;
-    }
     if let Ok(secs) = s.parse::<f64>() {
-        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs));
+        return (secs >= 0.0 && secs.is_finite() && secs < 9.2e9)
+            .then(|| Duration::from_secs_f64(secs));
     }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .filter(|n| *n > 0)?;
-        let value: f64 = rest[..n].parse().ok()?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..u] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += value * unit;
-        rest = &rest[u..];
-    }
-    // Beyond what Go's int64 nanoseconds hold is refused, never a panic.
-    (total.is_finite() && total < 9.2e9).then(|| Duration::from_secs_f64(total))
+    let nanos = rkcm_gocompat::duration::parse(s).ok()?;
+    u64::try_from(nanos).ok().map(Duration::from_nanos)
 }
 
 #[cfg(test)]
