@@ -120,7 +120,7 @@ pub use eval::{
     Timestamp, UrlValue, Value,
 };
 pub use issues::Issues;
-pub use schema::schema_decl_type;
+pub use schema::{is_identifier, schema_decl_type};
 pub use types::{ObjectType, Type};
 
 /// A successfully compiled expression.

@@ -211,6 +211,17 @@ pub(crate) const RESERVED_SYMBOLS: &[&str] = &[
     "while",
 ];
 
+/// Whether `name` is a CEL identifier that is no reserved word (`[_a-zA-Z][_a-zA-Z0-9]*`), as
+/// Kubernetes requires of a ValidatingAdmissionPolicy's variable names.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+        && !RESERVED_SYMBOLS.contains(&name)
+}
+
 /// Kubernetes' `Escape`: a property name as a CEL identifier, or `None` when it cannot be one.
 pub(crate) fn escape(ident: &str) -> Option<String> {
     if ident.is_empty() || ident.as_bytes()[0].is_ascii_digit() {

@@ -38,6 +38,19 @@ pub struct Definitions {
     by_gvk: HashMap<(String, String, String), String>,
 }
 
+/// The definition a property's schema refers to, by name: its `$ref`, or the one its
+/// `allOf` wraps (upstream's v3 form of a reference with a sibling `default`).
+pub fn referenced_name(schema: &Value) -> Option<&str> {
+    let r = schema.get("$ref").and_then(Value::as_str).or_else(|| {
+        schema
+            .get("allOf")?
+            .as_array()?
+            .iter()
+            .find_map(|m| m.get("$ref")?.as_str())
+    })?;
+    Some(r.strip_prefix("#/components/schemas/").unwrap_or(r))
+}
+
 /// The built-in definitions of kube-apiserver v1.29.6 (generated; see the test).
 pub fn builtin() -> &'static Definitions {
     static BUILTIN: OnceLock<Definitions> = OnceLock::new();

@@ -28,11 +28,7 @@ async fn gated_cluster() -> TestCluster {
 /// does not serve the API.
 async fn stack() -> Option<LauncherStack> {
     let cluster = gated_cluster().await;
-    let served = cluster
-        .kubectl(&["get", "--raw", &format!("/apis/{API}")])
-        .await
-        .is_ok_and(|out| out.status.success());
-    if !served {
+    if !cluster.serves(API).await {
         println!("skipped: the cluster does not serve {API} (kube-apiserver needs --runtime-config={API}=true and --feature-gates=ValidatingAdmissionPolicy=true)");
         return None;
     }

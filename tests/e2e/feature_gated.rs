@@ -33,15 +33,6 @@ async fn gated_cluster() -> TestCluster {
     .unwrap()
 }
 
-/// Whether the server serves `group_version` (its discovery document answers).
-async fn serves(cluster: &TestCluster, group_version: &str) -> bool {
-    let path = format!("/apis/{group_version}");
-    cluster
-        .kubectl(&["get", "--raw", &path])
-        .await
-        .is_ok_and(|out| out.status.success())
-}
-
 fn suffix() -> String {
     kube_sim::api::random_suffix(6)
 }
@@ -83,7 +74,7 @@ fn allocated_ip(address: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn service_cidr_controller_guards_ranges_in_use() {
     let cluster = gated_cluster().await;
-    if !serves(&cluster, NETWORKING_ALPHA).await {
+    if !cluster.serves(NETWORKING_ALPHA).await {
         println!("skipped: the cluster does not serve {NETWORKING_ALPHA} (kube-apiserver needs --runtime-config={NETWORKING_ALPHA}=true and --feature-gates=MultiCIDRServiceAllocator=true)");
         return;
     }
@@ -198,7 +189,7 @@ async fn service_cidr_controller_guards_ranges_in_use() {
 #[tokio::test(flavor = "multi_thread")]
 async fn storage_version_gc_drops_records_of_gone_servers() {
     let cluster = gated_cluster().await;
-    if !serves(&cluster, INTERNAL_ALPHA).await {
+    if !cluster.serves(INTERNAL_ALPHA).await {
         println!("skipped: the cluster does not serve {INTERNAL_ALPHA} (kube-apiserver needs --runtime-config={INTERNAL_ALPHA}=true and --feature-gates=StorageVersionAPI=true)");
         return;
     }

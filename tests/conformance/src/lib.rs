@@ -117,6 +117,20 @@ impl TestCluster {
             .context("running kubectl (is it installed?)")
     }
 
+    /// Whether the server serves `group_version` (`apps/v1`, or `v1` for the core group):
+    /// its discovery document answers. Tests of APIs a real cluster may not enable skip
+    /// with this.
+    pub async fn serves(&self, group_version: &str) -> bool {
+        let path = if group_version.contains('/') {
+            format!("/apis/{group_version}")
+        } else {
+            format!("/api/{group_version}")
+        };
+        self.kubectl(&["get", "--raw", &path])
+            .await
+            .is_ok_and(|out| out.status.success())
+    }
+
     /// Start kubectl in the background (for commands that wait for something the test does next).
     pub fn kubectl_background(
         &self,

@@ -26,11 +26,7 @@ async fn serving() -> Option<TestCluster> {
     })
     .await
     .unwrap();
-    let served = c
-        .kubectl(&["get", "--raw", &format!("/apis/{API}")])
-        .await
-        .is_ok_and(|o| o.status.success());
-    if !served {
+    if !c.serves(API).await {
         println!("skipped: the cluster does not serve {API} (kube-apiserver needs --runtime-config={API}=true and the ValidatingAdmissionPolicy gate)");
         return None;
     }

@@ -10,9 +10,11 @@
 //!   `system:controller:service-cidrs-controller`, and the server keeps the default
 //!   ServiceCIDR `kubernetes` (from `--service-cluster-ip-range`, marked Ready by field
 //!   manager `kubernetes-service-cidr-controller`) as its default-service-cidr controller
-//!   does. Left out: the IP allocator's IPAddress objects for Services' cluster IPs (kube-sim
-//!   keeps allocating from its own bitmap; tests create IPAddress objects themselves, with
-//!   the allocator's labels).
+//!   does; with `networking.k8s.io/v1alpha1` served, the IP allocator writes an IPAddress
+//!   (named by the address, labelled as `ipallocator.k8s.io`'s, its parentRef the
+//!   Service) for every cluster IP it allocates, refuses an address whose IPAddress exists
+//!   and deletes it with the Service. Left out: allocating from ServiceCIDRs other than
+//!   `--service-cluster-ip-range`.
 //! - `StorageVersionAPI` with `APIServerIdentity` (on by default): the bootstrap policy gains
 //!   `system:controller:storage-version-garbage-collector`. Left out: the server's own
 //!   StorageVersion records of its resources.
@@ -188,6 +190,10 @@ pub(crate) fn alpha_resource(
 
 /// Serves the group versions `--runtime-config` enabled.
 pub fn register(sim: &Sim, apis: &GatedApis) {
+    sim.multi_cidr_service_allocator.store(
+        apis.gate("MultiCIDRServiceAllocator"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     crate::dra::register(sim, apis);
     crate::admission_policies::register(sim, apis);
     if apis.serves(NETWORKING_ALPHA) {

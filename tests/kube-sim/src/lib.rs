@@ -62,6 +62,9 @@ pub struct Config {
     pub plain_http: bool,
     /// `--service-cluster-ip-range`.
     pub service_cluster_ip_range: String,
+    /// `--service-node-port-range`: the node ports of NodePort and LoadBalancer Services
+    /// (`LOW-HIGH`, `LOW+OFFSET` or one port; default `30000-32767`).
+    pub service_node_port_range: String,
     /// `--advertise-address`: the address the `default/kubernetes` Endpoints list. `None`
     /// takes the listen address, or [`kubernetes_service::DEFAULT_ADVERTISE_ADDRESS`] when
     /// that is loopback or unspecified (an Endpoints address may be neither).
@@ -94,6 +97,7 @@ impl Default for Config {
             history: 10_000,
             plain_http: false,
             service_cluster_ip_range: "10.96.0.0/12".into(),
+            service_node_port_range: api::port_allocator::DEFAULT_SERVICE_NODE_PORT_RANGE.into(),
             advertise_address: None,
             pki_dir: None,
             service_account_signing_key: None,
@@ -137,10 +141,12 @@ pub struct KubeSim {
 
 /// Builds the store of a (re)started cluster: the built-in resources, the alpha ones the
 /// flags serve, the bootstrap objects.
-fn new_sim(config: &Config, apis: &gated_apis::GatedApis) -> Arc<Sim> {
+fn new_sim(config: &Config, apis: &gated_apis::GatedApis) -> anyhow::Result<Arc<Sim>> {
     let sim = Arc::new(Sim::new(config.history, &config.service_cluster_ip_range));
+    sim.set_service_node_port_range(&config.service_node_port_range)
+        .map_err(|e| anyhow::anyhow!("--service-node-port-range: {e}"))?;
     gated_apis::register(&sim, apis);
-    sim
+    Ok(sim)
 }
 
 impl KubeSim {
@@ -154,7 +160,7 @@ impl KubeSim {
         let addr = listener.local_addr()?;
         let apis = gated_apis::GatedApis::parse(&config.runtime_config, &config.feature_gates)
             .map_err(|e| anyhow::anyhow!(e))?;
-        let sim = new_sim(&config, &apis);
+        let sim = new_sim(&config, &apis)?;
         let service_account_key = Arc::new(match &config.service_account_signing_key {
             Some(pem) => legacy_tokens::ServiceAccountKey::from_private_key_pem(pem)
                 .map_err(|e| anyhow::anyhow!("--service-account-signing-key-file: {e}"))?,
@@ -223,7 +229,7 @@ impl KubeSim {
         self.kubernetes_service.abort();
         self.token_tracking.abort();
         self.gated.abort();
-        let sim = new_sim(&self.config, &self.apis);
+        let sim = new_sim(&self.config, &self.apis)?;
         sim.set_service_account_key(self.service_account_key.clone());
         let advertise = self.advertise();
         sim.bootstrap(advertise);

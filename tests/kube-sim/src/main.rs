@@ -27,6 +27,10 @@ struct Args {
     /// CIDR that Service cluster IPs are allocated from.
     #[arg(long = "service-cluster-ip-range", default_value = "10.96.0.0/12")]
     service_cluster_ip_range: String,
+    /// Port range that NodePort and LoadBalancer Services' node ports are allocated from
+    /// (`LOW-HIGH`, `LOW+OFFSET` or one port).
+    #[arg(long = "service-node-port-range", default_value = "30000-32767")]
+    service_node_port_range: String,
     /// The address the `default/kubernetes` Endpoints advertise (default: the listen
     /// address, or 172.18.0.2 when that is loopback or unspecified).
     #[arg(long = "advertise-address")]
@@ -85,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         history: args.history,
         plain_http: args.plain_http,
         service_cluster_ip_range: args.service_cluster_ip_range,
+        service_node_port_range: args.service_node_port_range,
         advertise_address: args.advertise_address,
         pki_dir: args.pki_dir,
         service_account_signing_key,

@@ -105,21 +105,6 @@ fn listed(table: &[(&str, &[&str])], definition: &str, field: &str) -> bool {
         .any(|(d, fields)| *d == definition && fields.contains(&field))
 }
 
-/// The definition a schema refers to (`$ref`, or the first reference of its `allOf`).
-fn reference(schema: &Value) -> Option<&str> {
-    let direct = schema.get("$ref").and_then(Value::as_str);
-    let wrapped = || {
-        schema
-            .get("allOf")?
-            .as_array()?
-            .iter()
-            .find_map(|s| s.get("$ref").and_then(Value::as_str))
-    };
-    direct
-        .or_else(wrapped)
-        .map(|r| r.rsplit('/').next().unwrap_or(r))
-}
-
 /// Whether a definition is a struct with fields (not a custom-typed value such as
 /// `metav1.Time`, `intstr.IntOrString`, `resource.Quantity` or raw JSON).
 fn is_struct(defs: &Definitions, name: &str) -> bool {
@@ -168,13 +153,13 @@ fn field_rule(
     required: bool,
 ) -> FieldRule {
     let struct_ref = |schema: &Value| {
-        reference(schema)
+        rkcm_openapi::referenced_name(schema)
             .filter(|r| is_struct(defs, r))
             .map(str::to_string)
     };
     let pointer = listed(POINTERS, owner, field);
     let omitempty = !required && !listed(NOT_OMITEMPTY, owner, field);
-    let (drop, holds) = if reference(prop).is_some() {
+    let (drop, holds) = if rkcm_openapi::referenced_name(prop).is_some() {
         let held = struct_ref(prop);
         let drop = if !omitempty {
             Drop::Keep

@@ -143,6 +143,13 @@ impl Sim {
         if t.get(&def.key(), &body_ns_or(ns, def), &name).is_some() {
             return Err(ApiError::already_exists(subject));
         }
+        // The Service storage allocates ahead of the strategy's validation (BeginCreate);
+        // what it took goes back if the create fails after.
+        let service_txn = if def.kind == "Service" && def.group.is_empty() {
+            Some(self.allocate_service_create(&t, &mut obj, &name)?)
+        } else {
+            None
+        };
         let causes = self.validate(def, &obj, None);
         if !causes.is_empty() {
             return Err(ApiError::invalid(
@@ -180,18 +187,17 @@ impl Sim {
                 ));
             }
         }
-        // ResourceQuota admission, after validation; ahead of the IP allocation here so a
-        // refusal leaks no address (kube-apiserver allocates first and rolls back).
+        // ResourceQuota admission, after validation.
         if let Some(ns) = ns.filter(|_| def.namespaced) {
             let op = crate::quota::evaluator::Operation::Create;
             crate::quota::admit(&mut t, def, ns, op, &obj, None, dry_run)?;
         }
-        if def.kind == "Service" && def.group.is_empty() {
-            self.allocate_cluster_ip(&mut obj, &subject)?;
-        }
         if def.kind == "CustomResourceDefinition" {
             crate::crd::accept(&mut obj)
                 .map_err(|c| ApiError::invalid(Subject::new(&def.group, &def.kind, &name), &c))?;
+        }
+        if let Some(txn) = service_txn {
+            txn.commit(&mut t, &obj, dry_run);
         }
         if dry_run {
             return Ok(Arc::new(obj));
@@ -264,47 +270,6 @@ impl Sim {
             }
             pod["spec"]["serviceAccountName"] = json!(sa);
             defaults::admit_pod_service_account(pod, &random_suffix(5));
-        }
-        Ok(())
-    }
-
-    fn allocate_cluster_ip(&self, svc: &mut Value, subject: &Subject) -> ApiResult<()> {
-        let ty = str_at(svc, &["spec", "type"])
-            .unwrap_or("ClusterIP")
-            .to_string();
-        if ty == "ExternalName" {
-            return Ok(());
-        }
-        let requested = str_at(svc, &["spec", "clusterIP"])
-            .unwrap_or("")
-            .to_string();
-        let mut ips = self.ips.lock().unwrap_or_else(|p| p.into_inner());
-        let ip = match requested.as_str() {
-            "None" => "None".to_string(),
-            "" => ips.allocate().ok_or_else(|| {
-                ApiError::internal("failed to allocate a serviceIP: range is full")
-            })?,
-            ip => {
-                ips.reserve(ip).map_err(|why| {
-                    ApiError::invalid(
-                        Subject::new("", "Service", subject.name),
-                        &[FieldCause {
-                            reason: "FieldValueInvalid",
-                            message: format!(
-                                "Invalid value: []string{{{}}}: failed to allocate IP {ip}: {why}",
-                                validation::q(ip)
-                            ),
-                            field: "spec.clusterIPs".into(),
-                        }],
-                    )
-                })?;
-                ip.to_string()
-            }
-        };
-        svc["spec"]["clusterIP"] = json!(ip);
-        svc["spec"]["clusterIPs"] = json!([ip]);
-        if ip == "None" && svc["spec"]["ipFamilyPolicy"].is_null() {
-            svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
         }
         Ok(())
     }

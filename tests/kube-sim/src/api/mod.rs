@@ -25,15 +25,18 @@ mod create;
 mod delete;
 mod ip_allocator;
 mod patch;
+pub mod port_allocator;
 mod read;
 mod reviews;
 mod routing;
+mod service_alloc;
 mod subresources;
 #[cfg(test)]
 mod tests;
 mod update;
 
 use ip_allocator::IpAllocator;
+use port_allocator::PortAllocator;
 
 pub use read::{decode_continue, encode_continue, list_item, partial_metadata};
 
@@ -47,6 +50,11 @@ pub struct Sim {
     /// The `kid` of the tokens this cluster issues (upstream: the signing key's hash).
     token_key_id: String,
     ips: Mutex<IpAllocator>,
+    /// Service node ports from `--service-node-port-range`.
+    node_ports: Mutex<PortAllocator>,
+    /// The `MultiCIDRServiceAllocator` gate: cluster IPs get `IPAddress` objects (when
+    /// `networking.k8s.io/v1alpha1` is served).
+    pub multi_cidr_service_allocator: std::sync::atomic::AtomicBool,
     /// The key that verifies legacy ServiceAccount tokens (`sa.pub`), once set.
     service_account_key: RwLock<Option<Arc<crate::legacy_tokens::ServiceAccountKey>>>,
     /// When the legacy-token-tracking ConfigMap was last created (upstream's rate limit).
@@ -179,11 +187,37 @@ impl Sim {
                 base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
             },
             ips: Mutex::new(IpAllocator::new(service_cidr)),
+            node_ports: Mutex::new(PortAllocator::new(port_allocator::PortRange {
+                base: 30000,
+                size: 2768,
+            })),
+            multi_cidr_service_allocator: Default::default(),
             service_account_key: RwLock::new(None),
             tracking_created: Mutex::new(None),
             dynamic_resource_allocation: Default::default(),
             validating_admission_policy: Default::default(),
         }
+    }
+
+    /// Sets `--service-node-port-range` (`30000-32767` unless set); call before any Service
+    /// is written.
+    pub fn set_service_node_port_range(&self, range: &str) -> Result<(), String> {
+        let range = port_allocator::PortRange::parse(range)?;
+        *self.node_ports() = PortAllocator::new(range);
+        Ok(())
+    }
+
+    /// The node port range in use, as the flag prints it.
+    pub fn service_node_port_range(&self) -> String {
+        self.node_ports().range().to_string()
+    }
+
+    fn node_ports(&self) -> std::sync::MutexGuard<'_, PortAllocator> {
+        self.node_ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cluster_ips(&self) -> std::sync::MutexGuard<'_, IpAllocator> {
+        self.ips.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether the `DynamicResourceAllocation` gate is on.

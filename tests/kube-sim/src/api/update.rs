@@ -241,6 +241,13 @@ impl Sim {
                 ));
             }
         }
+        // The Service storage allocates and frees ahead of the strategy's validation
+        // (BeginUpdate); what it took goes back if the update fails after.
+        let service_txn = if sub.is_none() && def.kind == "Service" && def.group.is_empty() {
+            Some(self.allocate_service_update(&t, &mut next, &current, name)?)
+        } else {
+            None
+        };
         let mut causes = self.validate(def, &next, Some(&current));
         if crate::csr::is_csr(&def.group, &def.kind) {
             causes.extend(validation::csr::validate_update(&next, &current, sub));
@@ -275,14 +282,6 @@ impl Sim {
         }
         if sub.is_none() && def.kind == "PersistentVolumeClaim" && def.group.is_empty() {
             crate::storage::admit_claim_resize(&t, &next, &current, name)?;
-        }
-        if def.kind == "Service" && def.group.is_empty() {
-            // The cluster IP is immutable and kept when a client leaves it out.
-            for f in ["clusterIP", "clusterIPs"] {
-                if next["spec"][f].is_null() && !current["spec"][f].is_null() {
-                    next["spec"][f] = current["spec"][f].clone();
-                }
-            }
         }
         if def.tracks_generation() {
             let changed = if def.kind == "EndpointSlice" && def.group == "discovery.k8s.io" {
@@ -368,6 +367,9 @@ impl Sim {
             self.remove_locked(&mut t, def, ns_s, name);
             return Ok(ApiResponse::json(200, self.present(def, &probe)));
         }
+        if let Some(txn) = service_txn {
+            txn.commit(&mut t, &next, false);
+        }
         let stored = t.put(&key, next);
         drop(t);
         if def.kind == "CustomResourceDefinition" {
@@ -396,12 +398,7 @@ impl Sim {
             .remove(&def.key(), ns, name)
             .unwrap_or_else(|| Arc::new(Value::Null));
         if def.kind == "Service" && def.group.is_empty() {
-            if let Some(ip) = gone["spec"]["clusterIP"].as_str() {
-                self.ips
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .release(ip);
-            }
+            self.release_service(t, &gone);
         }
         if def.kind == "CustomResourceDefinition" {
             let crd_name = name.to_string();

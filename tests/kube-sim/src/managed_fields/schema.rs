@@ -86,7 +86,7 @@ fn property_ty(prop: &'static Value) -> Ty {
 /// The type of a (non-list) value with this schema.
 fn value_ty(schema: &'static Value) -> Ty {
     let map_type = |s: &'static Value| s.get("x-kubernetes-map-type").and_then(Value::as_str);
-    let Some(name) = ref_of(schema) else {
+    let Some(name) = rkcm_openapi::referenced_name(schema) else {
         return match map_type(schema) {
             Some("atomic") => Ty::Atomic,
             _ => shape_ty(schema, None),
@@ -115,18 +115,6 @@ fn shape_ty(schema: &Value, name: Option<&'static str>) -> Ty {
         // A scalar: owned as a leaf; `null` (a nil pointer Go writes) is nothing to own.
         Ty::Obj(None)
     }
-}
-
-/// The definition a schema refers to (`$ref`, or wrapped in `allOf`).
-fn ref_of(schema: &'static Value) -> Option<&'static str> {
-    let r = schema.get("$ref").and_then(Value::as_str).or_else(|| {
-        schema
-            .get("allOf")?
-            .as_array()?
-            .iter()
-            .find_map(|m| m.get("$ref")?.as_str())
-    })?;
-    Some(r.strip_prefix("#/components/schemas/").unwrap_or(r))
 }
 
 #[cfg(test)]

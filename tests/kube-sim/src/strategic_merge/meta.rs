@@ -103,7 +103,7 @@ pub(super) fn field_meta(ty: &str, field: &str) -> Option<(Ty, Strat, bool)> {
 
 /// The Go shape of a value with this schema.
 fn child_type(schema: &'static Value) -> Ty {
-    if let Some(name) = ref_of(schema) {
+    if let Some(name) = rkcm_openapi::referenced_name(schema) {
         return match definitions().get(name) {
             Some(def) if def.get("properties").is_some() => Ty::S(name),
             Some(def) if def.get("additionalProperties").is_some() => Ty::Map,
@@ -116,18 +116,6 @@ fn child_type(schema: &'static Value) -> Ty {
     } else {
         Ty::Any
     }
-}
-
-/// The definition a schema refers to (`$ref`, or wrapped in `allOf`).
-fn ref_of(schema: &'static Value) -> Option<&'static str> {
-    let r = schema.get("$ref").and_then(Value::as_str).or_else(|| {
-        schema
-            .get("allOf")?
-            .as_array()?
-            .iter()
-            .find_map(|m| m.get("$ref")?.as_str())
-    })?;
-    Some(r.strip_prefix("#/components/schemas/").unwrap_or(r))
 }
 
 /// The types of upstream's strategic merge tests (`MergeItem`), served as kind `__MergeItem`.

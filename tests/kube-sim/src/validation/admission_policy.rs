@@ -397,41 +397,6 @@ fn validate_match_conditions(e: &mut Errs, list: Option<&Value>, opts: &Options,
     }
 }
 
-const CEL_RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
-/// `[_a-zA-Z][_a-zA-Z0-9]*`, and no reserved word.
-fn is_cel_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic());
-    first_ok
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !CEL_RESERVED.contains(&name)
-}
-
 fn validate_variable(
     e: &mut Errs,
     compiler: &mut Compiler,
@@ -442,7 +407,7 @@ fn validate_variable(
     let name = str_of(v.get("name"));
     if name.trim().is_empty() {
         e.required(&child(path, "name"), "name is not specified");
-    } else if !is_cel_identifier(name) {
+    } else if !rkcm_cel::is_identifier(name) {
         e.invalid(
             &child(path, "name"),
             &q(name),
