@@ -811,7 +811,14 @@ async fn over_a_thousand_addresses_are_truncated() {
             Duration::from_secs(1),
             || async {
                 let now = endpoints.get("big").await?;
-                Ok((now.metadata.resource_version != version).then(|| summary(&now)))
+                Ok((now.metadata.resource_version != version).then(|| {
+                    format!(
+                        "subsets equal: {}; metadata before: {}; after: {}",
+                        now.subsets == big.subsets,
+                        serde_json::to_string(&big.metadata).unwrap_or_default(),
+                        serde_json::to_string(&now.metadata).unwrap_or_default()
+                    )
+                }))
             },
         )
         .await;

@@ -429,3 +429,47 @@ async fn zero_values_are_dropped_exactly_where_go_drops_them() {
     }
     c.cleanup().await;
 }
+
+/// A rewrite that only repeats zero values `omitempty` drops (a client sending
+/// `labels: {}` every time, as rkcm's endpoints controller does) changes nothing: the
+/// server keeps the object, its resourceVersion and its managed fields' time, even a second
+/// later (kubernetes/kubernetes#127417 depends on such no-op writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewriting_dropped_zero_values_is_a_no_op() {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("noop").await.unwrap();
+    let collection = format!("/api/v1/namespaces/{ns}/configmaps");
+    let body = json!({"metadata": {"name": "same", "labels": {}, "annotations": {"a": "1"}},
+                      "data": {"k": "v"}});
+    let (code, created) = send(&c, http::Method::POST, &collection, &body).await;
+    assert_eq!(code, 201, "{created}");
+    let version = created["metadata"]["resourceVersion"].clone();
+    let time = created["metadata"]["managedFields"][0]["time"].clone();
+    // Into the next second, so a time written again would differ.
+    let unix_second = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default()
+    };
+    let created_at = unix_second();
+    rkcm_conformance::wait_for(
+        "the clock to pass the creation's second",
+        std::time::Duration::from_secs(5),
+        || async { Ok((unix_second() > created_at).then_some(())) },
+    )
+    .await
+    .unwrap();
+    let mut again = body.clone();
+    again["apiVersion"] = json!("v1");
+    again["kind"] = json!("ConfigMap");
+    again["metadata"]["resourceVersion"] = version.clone();
+    let (code, updated) = send(&c, http::Method::PUT, &format!("{collection}/same"), &again).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["metadata"]["resourceVersion"], version, "{updated}");
+    assert_eq!(
+        updated["metadata"]["managedFields"][0]["time"], time,
+        "{updated}"
+    );
+    assert!(updated["metadata"].get("labels").is_none(), "{updated}");
+}

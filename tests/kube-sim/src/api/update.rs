@@ -207,7 +207,25 @@ impl Sim {
                     op.run_scale(&mut next, &path);
                 }
             }
-            Some(op) => own_fields(op, Some(&current), &mut next)?,
+            Some(op) => {
+                // Ownership is worked out on the object as the API server's Go types hold
+                // it: the empty maps and lists `omitempty` drops are no fields (a client
+                // sending `labels: {}` on every write changes nothing, and its entry's time
+                // stays, so the write stays a no-op).
+                let mut held = next.clone();
+                if def.custom.is_none() {
+                    crate::omitempty::prune_stored(&def.group, &def.kind, &mut held);
+                }
+                own_fields(op, Some(&current), &mut held)?;
+                match held["metadata"].get("managedFields") {
+                    Some(entries) => next["metadata"]["managedFields"] = entries.clone(),
+                    None => {
+                        if let Some(m) = next["metadata"].as_object_mut() {
+                            m.remove("managedFields");
+                        }
+                    }
+                }
+            }
             None => {}
         }
         if def.custom.is_none() {
