@@ -61,6 +61,13 @@ pub fn builtin() -> &'static Definitions {
     })
 }
 
+/// Every built-in definition: [`builtin`]'s and [`gated`]'s together, merged once (what
+/// upstream's compiled-in definitions hold, served or not).
+pub fn all() -> &'static Definitions {
+    static ALL: OnceLock<Definitions> = OnceLock::new();
+    ALL.get_or_init(|| builtin().merged(gated()))
+}
+
 /// The definitions kube-apiserver 1.29 adds when its gated group-versions are enabled
 /// (`--runtime-config`), for the kinds kube-sim serves there: admissionregistration.k8s.io/v1beta1
 /// ValidatingAdmissionPolicy(Binding), internal.apiserver.k8s.io/v1alpha1 StorageVersion,
@@ -309,7 +316,7 @@ mod tests {
             Err(e) => panic!("src/gated_definitions.json does not parse: {}", e),
         };
         assert_eq!(parsed.len(), gated().len());
-        let all = builtin().merged(gated());
+        let all = all();
         for (name, schema) in gated().iter() {
             // A name builtin() has would be shadowed by its definition when merged.
             assert!(

@@ -4,19 +4,10 @@
 //! document of the kind's group version (upstream's `ClientDiscoveryResolver`).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use super::typecheck::Gvk;
-
-/// The definitions compiled in: the recorded v1.29 server's and those of the group
-/// versions it serves only when enabled (as KCM's compiled-in definitions hold every
-/// built-in type, served or not).
-fn compiled_in() -> &'static rkcm_openapi::Definitions {
-    static DEFINITIONS: OnceLock<rkcm_openapi::Definitions> = OnceLock::new();
-    DEFINITIONS.get_or_init(|| rkcm_openapi::builtin().merged(rkcm_openapi::gated()))
-}
 
 /// Why a kind has no schema: upstream's `ErrSchemaNotFound`, or anything else (logged at a
 /// debug level; the kind is skipped the same way).
@@ -57,7 +48,8 @@ impl SchemaResolver {
 
     /// The kind's schema with its references inlined.
     pub(crate) async fn resolve(&mut self, gvk: &Gvk) -> Result<Value, SchemaError> {
-        match compiled_in().resolve(&gvk.group, &gvk.version, &gvk.kind) {
+        // The definitions compiled in (KCM's hold every built-in type, served or not).
+        match rkcm_openapi::all().resolve(&gvk.group, &gvk.version, &gvk.kind) {
             Ok(schema) => Ok(schema),
             Err(error) if error.is_not_found() => self.discover(gvk).await,
             Err(error) => Err(SchemaError::Other(error.to_string())),

@@ -3,7 +3,7 @@
 //! (built from their CRDs as apiextensions-apiserver's OpenAPI builder does).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
@@ -18,8 +18,7 @@ const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 /// Every built-in definition kube-sim can serve: the recorded ones and the gated group
 /// versions' (served only when the registry serves those group versions).
 pub(crate) fn builtin_definitions() -> &'static rkcm_openapi::Definitions {
-    static ALL: OnceLock<rkcm_openapi::Definitions> = OnceLock::new();
-    ALL.get_or_init(|| rkcm_openapi::builtin().merged(rkcm_openapi::gated()))
+    rkcm_openapi::all()
 }
 
 /// One served resource and the definition names its operations refer to.

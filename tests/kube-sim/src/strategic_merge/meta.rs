@@ -15,14 +15,16 @@ use serde_json::Value;
 use super::{Strat, Ty};
 
 /// The definitions the metadata comes from (the field manager's types too).
+#[cfg(not(test))]
+pub(crate) fn definitions() -> &'static Definitions {
+    rkcm_openapi::all()
+}
+
+/// The definitions the metadata comes from, with upstream's strategic merge test types.
+#[cfg(test)]
 pub(crate) fn definitions() -> &'static Definitions {
     static DEFS: OnceLock<Definitions> = OnceLock::new();
-    DEFS.get_or_init(|| {
-        let all = rkcm_openapi::builtin().merged(rkcm_openapi::gated());
-        #[cfg(test)]
-        let all = all.merged(&test_types::definitions());
-        all
-    })
+    DEFS.get_or_init(|| rkcm_openapi::all().merged(&test_types::definitions()))
 }
 
 /// The definition an object of `kind` is served as: the core group's when it has one (Event),
