@@ -103,8 +103,8 @@ impl State {
                 } else {
                     "/readyz"
                 };
-                match &child.spec.http {
-                    Some(address) => match get(address, path).await {
+                match child.http_address() {
+                    Some(address) => match get(&address, path).await {
                         Some((200, _)) => Ok(()),
                         Some((code, body)) => {
                             Err(format!("{path} answered {code}: {}", body.trim()))
@@ -138,19 +138,14 @@ impl State {
         }
         sources.push((None, restarts));
         for child in children {
-            if let Some(address) = &child.spec.http {
-                if let Some((200, body)) = get(address, "/metrics").await {
+            if let Some(address) = child.http_address() {
+                if let Some((200, body)) = get(&address, "/metrics").await {
                     sources.push((Some(child.spec.name.clone()), body));
                 }
             }
         }
         serve::merge_metrics(&sources, "rkcm_child")
     }
-}
-
-fn free_local_port() -> anyhow::Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("picking a free port")?;
-    Ok(listener.local_addr()?.to_string())
 }
 
 /// The children's kubeconfig: the launcher's, with --master as the server when given.
@@ -248,6 +243,27 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         kube::Client::try_from(config).context("building the API client")?
     };
 
+    // The secure port is bound before any child starts, so no child's port can be it.
+    let secure = if args.secure_port != 0 {
+        let tls = serve::tls_config(
+            args.tls_cert_file.as_deref(),
+            args.tls_private_key_file.as_deref(),
+        )
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+        let address = serve::bind_addr(args.bind_address, args.secure_port);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the secure port {address}"))?;
+        let auth = serve::Auth {
+            authentication: delegated_client(args.authentication_kubeconfig.as_deref()).await?,
+            authorization: delegated_client(args.authorization_kubeconfig.as_deref()).await?,
+            always_allow: args.authorization_always_allow_paths.clone(),
+        };
+        Some((listener, tls, auth))
+    } else {
+        None
+    };
+
     let socket = runtime_dir.join("informer.sock");
     let informer_address = format!("unix://{}", socket.display());
     let mut warm: Vec<&str> = groups
@@ -264,13 +280,10 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         .iter()
         .flat_map(|path| ["--kubeconfig".to_string(), path.display().to_string()])
         .collect();
-    let informer_http = free_local_port()?;
     let mut informer_args = vec![
         "informer-server".to_string(),
         "--listen".into(),
         informer_address.clone(),
-        "--metrics-bind-address".into(),
-        informer_http.clone(),
         "--kube-api-qps".into(),
         args.kube_api_qps.to_string(),
         "--kube-api-burst".into(),
@@ -284,7 +297,7 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
     let informer = Supervised::start(ChildSpec {
         name: "informer-server".into(),
         args: informer_args,
-        http: Some(informer_http),
+        http_flag: Some("--metrics-bind-address"),
         envs: envs.clone(),
     });
 
@@ -296,7 +309,6 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
             } else {
                 format!("worker-{}", group.name)
             };
-            let http = free_local_port()?;
             let mut worker_args = vec![
                 "worker".to_string(),
                 "--group".into(),
@@ -305,8 +317,6 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
                 group.selected.join(","),
                 "--informer".into(),
                 informer_address.clone(),
-                "--health-bind-address".into(),
-                http.clone(),
                 "--kube-api-qps".into(),
                 args.kube_api_qps.to_string(),
                 "--kube-api-burst".into(),
@@ -329,7 +339,7 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
             worker_specs.push(ChildSpec {
                 name,
                 args: worker_args,
-                http: Some(http),
+                http_flag: Some("--health-bind-address"),
                 envs: envs.clone(),
             });
         }
@@ -357,21 +367,7 @@ pub(crate) async fn run(args: LauncherArgs, controller_flags: Vec<String>) -> an
         lease_name: format!("{}/{}", election.namespace, election.name),
     });
 
-    if args.secure_port != 0 {
-        let tls = serve::tls_config(
-            args.tls_cert_file.as_deref(),
-            args.tls_private_key_file.as_deref(),
-        )
-        .map_err(|e| UsageError(format!("{e:#}")))?;
-        let address = serve::bind_addr(args.bind_address, args.secure_port);
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("binding the secure port {address}"))?;
-        let auth = serve::Auth {
-            authentication: delegated_client(args.authentication_kubeconfig.as_deref()).await?,
-            authorization: delegated_client(args.authorization_kubeconfig.as_deref()).await?,
-            always_allow: args.authorization_always_allow_paths.clone(),
-        };
+    if let Some((listener, tls, auth)) = secure {
         info!(address = %listener.local_addr()?, "serving securely");
         tokio::spawn(serve::serve(listener, tls, state.clone(), Arc::new(auth)));
     }
@@ -462,10 +458,10 @@ async fn report_first_reconcile(workers: Vec<Arc<Supervised>>, acquired: Instant
             return;
         }
         for worker in &workers {
-            let Some(address) = &worker.spec.http else {
+            let Some(address) = worker.http_address() else {
                 continue;
             };
-            let Some((200, metrics)) = get(address, "/metrics").await else {
+            let Some((200, metrics)) = get(&address, "/metrics").await else {
                 continue;
             };
             let reconciled = metrics.lines().any(|line| {

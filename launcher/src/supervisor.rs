@@ -13,7 +13,7 @@
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -30,14 +30,19 @@ pub(crate) struct ChildSpec {
     /// `informer-server`, `worker-default`, `worker-default-1` (shards).
     pub name: String,
     pub args: Vec<String>,
-    /// Where its health/metrics endpoint listens (HOST:PORT), if any.
-    pub http: Option<String>,
+    /// The flag that takes its health/metrics address (`--metrics-bind-address`), if it
+    /// has one: each start gets a free loopback port for it, so a port another process
+    /// took since the last start (a restart, a second launcher on the machine) is never
+    /// retried forever.
+    pub http_flag: Option<&'static str>,
     pub envs: Vec<(String, String)>,
 }
 
 /// A supervised child: its restarts and whether it is running now.
 pub(crate) struct Supervised {
     pub spec: ChildSpec,
+    /// Where the running (or last) child's health/metrics endpoint listens (HOST:PORT).
+    http: Mutex<Option<String>>,
     pub restarts: AtomicU64,
     pub running: AtomicBool,
     /// `Some(grace)` once the child is to stop.
@@ -53,7 +58,12 @@ pub(crate) fn next_backoff(current: Duration, ran_for: Duration) -> Duration {
     (current * 2).min(BACKOFF_MAX)
 }
 
-fn spawn(spec: &ChildSpec) -> std::io::Result<Child> {
+fn free_local_port() -> std::io::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.to_string())
+}
+
+fn spawn(spec: &ChildSpec, http: Option<&str>) -> std::io::Result<Child> {
     // The running binary itself, even after the file on disk was replaced (an upgrade in
     // place, a rebuild): /proc/self/exe still names it, where the path would now name
     // nothing or another version. `ps` shows the path the launcher was started as.
@@ -66,6 +76,12 @@ fn spawn(spec: &ChildSpec) -> std::io::Result<Child> {
     command
         .arg0(shown)
         .args(&spec.args)
+        .args(
+            spec.http_flag
+                .zip(http)
+                .into_iter()
+                .flat_map(|(flag, address)| [flag, address]),
+        )
         .envs(spec.envs.iter().cloned())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -140,6 +156,7 @@ impl Supervised {
         let (stop, mut stopped) = watch::channel(None::<Duration>);
         let supervised = Arc::new(Supervised {
             spec,
+            http: Mutex::new(None),
             restarts: AtomicU64::new(0),
             running: AtomicBool::new(false),
             stop,
@@ -158,7 +175,20 @@ impl Supervised {
                 }
                 first = false;
                 let started = Instant::now();
-                let mut child = match spawn(&this.spec) {
+                let http = match this.spec.http_flag.map(|_| free_local_port()).transpose() {
+                    Ok(http) => http,
+                    Err(error) => {
+                        warn!(child = %this.spec.name, %error, retry_in = ?backoff, "cannot pick a port for the child's health endpoint");
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = stopped.changed() => return,
+                        }
+                        backoff = next_backoff(backoff, Duration::ZERO);
+                        continue;
+                    }
+                };
+                *this.http.lock().unwrap_or_else(|e| e.into_inner()) = http.clone();
+                let mut child = match spawn(&this.spec, http.as_deref()) {
                     Ok(child) => child,
                     Err(error) => {
                         warn!(child = %this.spec.name, %error, retry_in = ?backoff, "cannot start child");
@@ -218,6 +248,11 @@ impl Supervised {
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
+    }
+
+    /// Where the child's health/metrics endpoint listens (HOST:PORT), once started.
+    pub(crate) fn http_address(&self) -> Option<String> {
+        self.http.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(crate) fn pid_running(&self) -> bool {
