@@ -58,9 +58,27 @@ pub(crate) fn next_backoff(current: Duration, ran_for: Duration) -> Duration {
     (current * 2).min(BACKOFF_MAX)
 }
 
+/// A loopback port nothing listens on now. The kernel may hand the same free port to
+/// two binds in a row, so ports given out recently (to children starting at the same
+/// moment) are not given again.
 fn free_local_port() -> std::io::Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.to_string())
+    static RECENT: Mutex<std::collections::VecDeque<u16>> =
+        Mutex::new(std::collections::VecDeque::new());
+    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = None;
+    for _ in 0..16 {
+        let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        last = Some(address);
+        if !recent.contains(&address.port()) {
+            break;
+        }
+    }
+    let address = last.ok_or_else(|| std::io::Error::other("no free port"))?;
+    if recent.len() >= 64 {
+        recent.pop_front();
+    }
+    recent.push_back(address.port());
+    Ok(address.to_string())
 }
 
 fn spawn(spec: &ChildSpec, http: Option<&str>) -> std::io::Result<Child> {

@@ -25,11 +25,23 @@ pub(crate) struct InformerServer {
     pub dir: tempfile::TempDir,
 }
 
+/// A loopback port nothing listens on now, never one this test process handed out
+/// before (the kernel may give the same free port to two binds in a row, and the
+/// process it is for binds it only later).
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(0);
+        if port != 0 && !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+    0
 }
 
 impl InformerServer {
