@@ -11,12 +11,14 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rkcm_client::rate_limit::TokenBucket;
 use tower::{Layer, Service};
 
 use crate::credentials::{self, CredentialsLayer, RefusalLog, ServiceAccountToken};
+use crate::metrics::RestClientMetrics;
 
 pub const USER_AGENT_PREFIX: &str = concat!("rkcm-worker/", env!("CARGO_PKG_VERSION"));
 
@@ -34,6 +36,8 @@ pub struct ClientFactory {
     /// Which ServiceAccount a controller uses, by its name.
     service_account_of: fn(&str) -> Option<&'static str>,
     refusals: Arc<RefusalLog>,
+    /// client-go's `rest_client_*` metrics, once the worker's registry is given.
+    rest_metrics: Option<RestClientMetrics>,
 }
 
 /// The token sources by ServiceAccount (controllers may share one, as the certificate
@@ -72,6 +76,7 @@ impl ClientFactory {
             service_accounts: None,
             service_account_of: |_| None,
             refusals: Arc::default(),
+            rest_metrics: None,
         };
         if let Some(service_account_of) = service_account_of {
             factory.service_account_of = service_account_of;
@@ -83,6 +88,13 @@ impl ClientFactory {
             }));
         }
         Ok(factory)
+    }
+
+    /// Records every request of the clients built from now on in `metrics` (client-go's
+    /// `rest_client_*` families).
+    pub fn with_metrics(mut self, metrics: RestClientMetrics) -> Self {
+        self.rest_metrics = Some(metrics);
+        self
     }
 
     /// The certificate authorities the kubeconfig trusts for the API server, PEM-encoded
@@ -144,6 +156,18 @@ impl ClientFactory {
             http::HeaderValue::from_str(&agent)?,
         ));
         let bucket = Arc::new(TokenBucket::new(self.qps, self.burst));
+        // client-go's `host` label: the API server's host and port.
+        let host: Arc<str> = Arc::from(
+            config
+                .cluster_url
+                .authority()
+                .map(|a| a.as_str())
+                .unwrap_or_default(),
+        );
+        let metrics = self
+            .rest_metrics
+            .clone()
+            .map(|metrics| RequestMetrics { metrics, host });
         let (token, identity) = match token {
             Some((token, identity)) => (Some(token), identity),
             None => (None, "the kubeconfig's user".to_string()),
@@ -157,7 +181,10 @@ impl ClientFactory {
         let builder = kube::client::ClientBuilder::try_from(config)
             .with_context(|| format!("building the API client of {name}"))?;
         Ok(builder
-            .with_layer(&RateLimitLayer { bucket })
+            .with_layer(&RequestMetricsLayer {
+                metrics: metrics.clone(),
+            })
+            .with_layer(&RateLimitLayer { bucket, metrics })
             .with_layer(&credentials)
             .build())
     }
@@ -214,6 +241,7 @@ impl ServiceAccounts {
 #[derive(Clone)]
 struct RateLimitLayer {
     bucket: Arc<TokenBucket>,
+    metrics: Option<RequestMetrics>,
 }
 
 impl<S> Layer<S> for RateLimitLayer {
@@ -224,6 +252,9 @@ impl<S> Layer<S> for RateLimitLayer {
             bucket: self.bucket.clone(),
             wait: None,
             have_token: false,
+            metrics: self.metrics.clone(),
+            wait_started: None,
+            waited: Duration::ZERO,
         }
     }
 }
@@ -233,11 +264,16 @@ struct RateLimited<S> {
     bucket: Arc<TokenBucket>,
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
     have_token: bool,
+    metrics: Option<RequestMetrics>,
+    /// When the request now waiting for a token began to wait, and how long the one that
+    /// got its token waited.
+    wait_started: Option<Instant>,
+    waited: Duration,
 }
 
-impl<S, R> Service<R> for RateLimited<S>
+impl<S, B> Service<http::Request<B>> for RateLimited<S>
 where
-    S: Service<R>,
+    S: Service<http::Request<B>>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -246,6 +282,7 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         while !self.have_token {
+            let started = *self.wait_started.get_or_insert_with(Instant::now);
             if let Some(wait) = self.wait.as_mut() {
                 if wait.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
@@ -253,15 +290,92 @@ where
                 self.wait = None;
             }
             match self.bucket.try_take() {
-                None => self.have_token = true,
+                None => {
+                    self.have_token = true;
+                    self.wait_started = None;
+                    self.waited = started.elapsed();
+                }
                 Some(delay) => self.wait = Some(Box::pin(tokio::time::sleep(delay))),
             }
         }
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: R) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         self.have_token = false;
+        if let Some(m) = &self.metrics {
+            m.metrics.rate_limited(
+                request.method().as_str(),
+                &m.host,
+                self.waited.as_secs_f64(),
+            );
+        }
         Box::pin(self.inner.call(request))
+    }
+}
+
+/// Where a client records its requests, and the `host` label it records them under.
+#[derive(Clone)]
+struct RequestMetrics {
+    metrics: RestClientMetrics,
+    host: Arc<str>,
+}
+
+/// Times each request from sending it to its response's headers and counts it by status
+/// (inside the rate limiter, so its wait is not counted, as client-go).
+#[derive(Clone)]
+struct RequestMetricsLayer {
+    metrics: Option<RequestMetrics>,
+}
+
+impl<S> Layer<S> for RequestMetricsLayer {
+    type Service = RequestMetered<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestMetered {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+struct RequestMetered<S> {
+    inner: S,
+    metrics: Option<RequestMetrics>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for RequestMetered<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let Some(metrics) = self.metrics.clone() else {
+            return Box::pin(self.inner.call(request));
+        };
+        let method = request.method().clone();
+        let started = Instant::now();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            let code = match &result {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "<error>".to_string(),
+            };
+            metrics.metrics.request(
+                method.as_str(),
+                &metrics.host,
+                &code,
+                started.elapsed().as_secs_f64(),
+            );
+            result
+        })
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::OnceCell;
 use tracing::debug;
 
 use crate::api_errors::is_not_found;
+use crate::meta::ResourceNames;
 use crate::selector::Selector;
 
 /// The owners an update of an owned object (a pod, a ReplicaSet, a revision) concerns,
@@ -139,19 +140,19 @@ where
     async fn can_adopt(&self) -> Result<(), String> {
         self.can_adopt
             .get_or_init(|| async {
-                let name = self.owner.meta().name.clone().unwrap_or_default();
+                let name = self.owner.name_str().to_string();
                 match self.owner_api.get(&name).await {
                     Ok(fresh) if fresh.meta().uid != self.owner.meta().uid => Err(format!(
                         "original {} {}/{} is gone: got uid {}, wanted {}",
                         O::kind(&()),
-                        self.owner.meta().namespace.clone().unwrap_or_default(),
+                        self.owner.namespace_str(),
                         name,
                         fresh.meta().uid.clone().unwrap_or_default(),
                         self.owner.meta().uid.clone().unwrap_or_default()
                     )),
                     Ok(fresh) if fresh.meta().deletion_timestamp.is_some() => Err(format!(
                         "{}/{} has just been deleted",
-                        self.owner.meta().namespace.clone().unwrap_or_default(),
+                        self.owner.namespace_str(),
                         name
                     )),
                     Ok(_) => Ok(()),
@@ -215,7 +216,7 @@ where
                     if owner_deleting || !matches || meta.deletion_timestamp.is_some() {
                         continue;
                     }
-                    let owner_namespace = self.owner.meta().namespace.clone().unwrap_or_default();
+                    let owner_namespace = self.owner.namespace_str().to_string();
                     if !owner_namespace.is_empty()
                         && meta.namespace.as_deref().unwrap_or_default() != owner_namespace
                     {

@@ -15,7 +15,8 @@ use tonic::transport::Channel;
 
 use rkcm_proto::v1::Shard;
 
-use crate::informer::{path, Informer};
+use crate::informer::{path, resource_of, Informer};
+use crate::projection::with_required;
 
 type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration, Option<Shard>) + Send>;
 
@@ -23,6 +24,7 @@ struct Entry {
     informer: Arc<dyn Any + Send + Sync>,
     synced: Box<dyn Fn() -> bool + Send + Sync>,
     resource: String,
+    fields: Vec<String>,
     starter: Option<Starter>,
 }
 
@@ -33,6 +35,8 @@ pub struct Informers {
     shard: Option<Shard>,
     /// Resources streamed whole even in a shard.
     whole: Vec<String>,
+    /// Per resource, the fields its controllers read (the others are streamed whole).
+    fields: HashMap<String, Vec<String>>,
     entries: Mutex<HashMap<TypeId, Entry>>,
 }
 
@@ -44,6 +48,7 @@ impl Informers {
             min_resync,
             shard: None,
             whole: Vec::new(),
+            fields: HashMap::new(),
             entries: Mutex::new(HashMap::new()),
         }
     }
@@ -54,6 +59,23 @@ impl Informers {
         self.shard = shard.map(|(index, count)| Shard { index, count });
         self.whole = whole.iter().map(|r| r.to_string()).collect();
         self
+    }
+
+    /// Streams only the named fields of each listed resource (`"v1/pods"` ->
+    /// `["spec.nodeName", ...]`), completed with the fields each kind's decode requires:
+    /// the stores hold projected objects. Resources not listed are streamed whole.
+    pub fn with_fields(mut self, fields: HashMap<String, Vec<String>>) -> Self {
+        self.fields = fields;
+        self
+    }
+
+    /// The fields requested of a resource's objects (empty: the whole objects), once its
+    /// informer exists.
+    pub fn fields_of(&self, resource: &str) -> Option<Vec<String>> {
+        self.lock()
+            .values()
+            .find(|entry| entry.resource == resource)
+            .map(|entry| entry.fields.clone())
     }
 
     /// The informer-server connection, for controllers that stream resources not known
@@ -81,11 +103,19 @@ impl Informers {
     {
         let mut entries = self.lock();
         let entry = entries.entry(TypeId::of::<K>()).or_insert_with(|| {
-            let informer = Informer::<K>::new();
+            let fields = self
+                .fields
+                .get(&path(&resource_of::<K>()))
+                .and_then(|declared| {
+                    with_required(&K::group(&()), &K::version(&()), &K::kind(&()), declared)
+                })
+                .unwrap_or_default();
+            let informer = Informer::<K>::projected(fields.clone());
             let for_sync = informer.clone();
             let for_start = informer.clone();
             Entry {
                 resource: path(informer.resource()),
+                fields,
                 informer: informer as Arc<dyn Any + Send + Sync>,
                 synced: Box::new(move || for_sync.has_synced()),
                 starter: Some(Box::new(move |client, subscriber, resync, shard| {

@@ -21,6 +21,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
 use crate::api_errors::{is_conflict, is_not_found};
+use crate::meta::ResourceNames;
 
 /// The label every revision carries with its hash (`history.ControllerRevisionHashLabel`).
 pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
@@ -343,7 +344,7 @@ pub async fn update_revision_number(
     number: i64,
 ) -> Result<ControllerRevision, kube::Error> {
     let mut clone = revision.clone();
-    let name = clone.metadata.name.clone().unwrap_or_default();
+    let name = clone.name_str().to_string();
     let mut attempts = 0;
     loop {
         if clone.revision == number {

@@ -79,6 +79,8 @@ pub type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
 
 pub struct Informer<K> {
     resource: GroupVersionResource,
+    /// The fields the stream keeps (empty: the whole objects).
+    fields: Vec<String>,
     store: Store<K>,
     handlers: RwLock<Vec<Handler<K>>>,
     synced: watch::Sender<bool>,
@@ -98,8 +100,15 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
     pub fn new() -> Arc<Self> {
+        Self::projected(Vec::new())
+    }
+
+    /// An informer whose stream keeps only `fields` of each object (the informer-server's
+    /// projection; `metadata` always whole), so its store holds projected objects.
+    pub fn projected(fields: Vec<String>) -> Arc<Self> {
         Arc::new(Informer {
             resource: resource_of::<K>(),
+            fields,
             store: Store::new(),
             handlers: RwLock::new(Vec::new()),
             synced: watch::channel(false).0,
@@ -198,6 +207,7 @@ where
             resource: Some(self.resource.clone()),
             subscriber,
             shard,
+            fields: self.fields.clone(),
             ..Default::default()
         };
         let stream = client::watch::<K>(client, request);

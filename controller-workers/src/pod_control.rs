@@ -12,6 +12,7 @@ use kube::Resource;
 use tracing::debug;
 
 use crate::api_errors::{is_namespace_terminating, is_not_found, message as api_error_text};
+use crate::meta::ResourceNames;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 
 pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
@@ -21,7 +22,7 @@ pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReferenc
     OwnerReference {
         api_version: K::api_version(&()).into_owned(),
         kind: K::kind(&()).into_owned(),
-        name: owner.meta().name.clone().unwrap_or_default(),
+        name: owner.name_str().to_string(),
         uid: owner.meta().uid.clone().unwrap_or_default(),
         controller: Some(true),
         block_owner_deletion: Some(true),
@@ -94,7 +95,7 @@ impl PodControl {
         controller_ref: OwnerReference,
         generate_name: Option<String>,
     ) -> Result<Pod, kube::Error> {
-        let owner_name = owner.meta().name.clone().unwrap_or_default();
+        let owner_name = owner.name_str().to_string();
         let mut pod = pod_from_template(template, &owner_name, Some(controller_ref));
         if generate_name.is_some() {
             pod.metadata.generate_name = generate_name;
@@ -102,7 +103,7 @@ impl PodControl {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         match api.create(&PostParams::default(), &pod).await {
             Ok(created) => {
-                let name = created.metadata.name.clone().unwrap_or_default();
+                let name = created.name_str().to_string();
                 debug!(controller = %owner_name, pod = %name, "created pod");
                 self.recorder.event(
                     owner,
@@ -269,6 +270,7 @@ pub(crate) mod fake {
     use kube::Resource;
 
     use super::{pod_from_template, PodControlInterface};
+    use crate::meta::ResourceNames;
 
     /// One recorded pod creation.
     #[derive(Clone, Debug)]
@@ -345,7 +347,7 @@ pub(crate) mod fake {
             controller_ref: OwnerReference,
             generate_name: Option<String>,
         ) -> impl std::future::Future<Output = Result<Pod, kube::Error>> + Send {
-            let owner = owner.meta().name.clone().unwrap_or_default();
+            let owner = owner.name_str().to_string();
             let result = {
                 let mut calls = self.lock();
                 let over_limit = self

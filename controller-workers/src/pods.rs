@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 
 /// Not Succeeded, not Failed, not being deleted.
 pub fn is_pod_active(pod: &Pod) -> bool {
@@ -76,10 +77,8 @@ fn phase_ordinal(pod: &Pod) -> u8 {
 }
 
 fn deletion_cost(pod: &Pod) -> i32 {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get("controller.kubernetes.io/pod-deletion-cost"))
+    pod.annotations()
+        .get("controller.kubernetes.io/pod-deletion-cost")
         .and_then(|cost| cost.parse().ok())
         .unwrap_or(0)
 }

@@ -14,6 +14,7 @@
 //! Recording never blocks a reconcile: events go through a bounded buffer (1000) to a
 //! writer task, and are dropped with a log line when it is full, as client-go does.
 
+use crate::meta::ResourceNames;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -135,12 +136,12 @@ async fn write_events(client: kube::Client, mut receiver: mpsc::Receiver<Event>)
         let Some(result) = correlator.correlate(event, Instant::now()) else {
             continue;
         };
-        let namespace = result.event.metadata.namespace.clone().unwrap_or_default();
+        let namespace = result.event.namespace_str().to_string();
         let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
         for attempt in 1..=MAX_TRIES {
             let written = match &result.patch {
                 Some(patch) => {
-                    let name = result.event.metadata.name.clone().unwrap_or_default();
+                    let name = result.event.name_str().to_string();
                     match api
                         .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
                         .await
@@ -297,7 +298,7 @@ impl Correlator {
             Seen {
                 count: event.count.unwrap_or(1),
                 first: event.first_timestamp.clone(),
-                name: event.metadata.name.clone().unwrap_or_default(),
+                name: event.name_str().to_string(),
             },
         );
     }

@@ -19,6 +19,7 @@ use crate::controllers::{
     validatingadmissionpolicystatus,
 };
 use crate::generic_options::GenericOptions;
+use crate::projection::FieldList;
 use crate::worker::UsageError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,11 @@ pub struct Implementation {
     /// asks for): the launcher warms them on a standby, so a new leader's workers start
     /// on a synced cache.
     pub resources: &'static [&'static str],
+    /// The fields it reads of each resource's objects (see [`crate::projection`]): the
+    /// worker streams the union of its controllers' fields, so its stores hold projected
+    /// objects. A resource not listed is read whole, as is any object the controller
+    /// writes back with an update (an update of a projected object would erase the rest).
+    pub fields: FieldList,
     /// Builds the controller and registers its handlers; most are one queue, the garbage
     /// collector is two.
     pub build: Build,
@@ -105,6 +111,26 @@ pub fn whole_resources(controllers: &[&str]) -> Vec<&'static str> {
     whole.sort_unstable();
     whole.dedup();
     whole
+}
+
+/// Per resource these controllers read, the fields a worker running them asks the
+/// informer-server for (`resource -> paths`, the union of their declarations); resources
+/// one of them reads whole are not listed (streamed whole).
+pub fn projections(controllers: &[&str]) -> std::collections::HashMap<String, Vec<String>> {
+    crate::projection::union(
+        controllers
+            .iter()
+            .filter_map(|name| lookup(name).map(|d| &d.implementation))
+            .map(|implementation| (implementation.resources, implementation.fields)),
+    )
+    .into_iter()
+    .filter_map(|(resource, fields)| {
+        Some((
+            resource.to_string(),
+            fields?.into_iter().map(str::to_string).collect(),
+        ))
+    })
+    .collect()
 }
 
 pub type Build = fn(&ControllerContext, &ControllerOptions) -> anyhow::Result<Vec<Runnable>>;
@@ -266,6 +292,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         None,
         Implementation {
             resources: serviceaccounttoken::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| {
                 serviceaccounttoken::build(c, &o.serviceaccount_token, &o.root_ca_cert_publisher)
@@ -279,6 +306,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("endpoint-controller"),
         Implementation {
             resources: endpoint::RESOURCES,
+            fields: endpoint::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(endpoint::build(c, &o.endpoint)),
         },
@@ -290,6 +318,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("endpointslice-controller"),
         Implementation {
             resources: endpointslice::RESOURCES,
+            fields: endpointslice::FIELDS,
             sharding: Sharding::ByNamespace {
                 whole: &["v1/nodes"],
             },
@@ -303,6 +332,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("endpointslicemirroring-controller"),
         Implementation {
             resources: endpointslicemirroring::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(endpointslicemirroring::build(c, &o.endpointslice_mirroring)),
         },
@@ -314,6 +344,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("replication-controller"),
         Implementation {
             resources: replicaset::REPLICATION_CONTROLLER_RESOURCES,
+            fields: replicaset::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| {
                 one(replicaset::build_replication_controller(
@@ -330,6 +361,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("pod-garbage-collector"),
         Implementation {
             resources: podgc::RESOURCES,
+            fields: podgc::FIELDS,
             sharding: Sharding::Refused(
                 "its --terminated-pod-gc-threshold counts terminated pods across the whole cluster, and it must see every Node to tell an orphaned pod; run it unsharded",
             ),
@@ -343,6 +375,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("resourcequota-controller"),
         Implementation {
             resources: resourcequota::RESOURCES,
+            fields: resourcequota::FIELDS,
             // Quotas count within their namespace, and the monitors stream the same shard.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| resourcequota::build(c, &o.resource_quota),
@@ -355,6 +388,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("namespace-controller"),
         Implementation {
             resources: namespace::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(namespace::build(c, &o.namespace)),
         },
@@ -366,6 +400,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("service-account-controller"),
         Implementation {
             resources: serviceaccount::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(serviceaccount::build(c)),
         },
@@ -377,6 +412,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("generic-garbage-collector"),
         Implementation {
             resources: garbagecollector::RESOURCES,
+            fields: &[],
             // Owners and dependents cross namespaces and cluster scope: every shard holds
             // the whole graph (its monitors stream whole) and acts on its own keys.
             sharding: Sharding::ByKey,
@@ -390,6 +426,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("daemon-set-controller"),
         Implementation {
             resources: daemonset::RESOURCES,
+            fields: daemonset::FIELDS,
             sharding: Sharding::ByNamespace {
                 whole: &["v1/nodes"],
             },
@@ -403,6 +440,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("job-controller"),
         Implementation {
             resources: job::RESOURCES,
+            fields: job::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(job::build(c, &o.job)),
         },
@@ -414,6 +452,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("deployment-controller"),
         Implementation {
             resources: deployment::RESOURCES,
+            fields: deployment::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(deployment::build(c, &o.deployment)),
         },
@@ -425,6 +464,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("replicaset-controller"),
         Implementation {
             resources: replicaset::RESOURCES,
+            fields: replicaset::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(replicaset::build(c, &o.replicaset)),
         },
@@ -436,6 +476,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("horizontal-pod-autoscaler"),
         Implementation {
             resources: podautoscaler::RESOURCES,
+            fields: podautoscaler::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(podautoscaler::build(c, &o.horizontal_pod_autoscaler)),
         },
@@ -447,6 +488,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("disruption-controller"),
         Implementation {
             resources: disruption::RESOURCES,
+            fields: disruption::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(disruption::build(c)),
         },
@@ -458,6 +500,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("statefulset-controller"),
         Implementation {
             resources: statefulset::RESOURCES,
+            fields: statefulset::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(statefulset::build(c, &o.statefulset)),
         },
@@ -469,6 +512,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("cronjob-controller"),
         Implementation {
             resources: cronjob::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(cronjob::build(c, &o.cronjob)),
         },
@@ -480,6 +524,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("certificate-controller"),
         Implementation {
             resources: certificates::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, o| certificates::build_signing(c, &o.csr_signing),
         },
@@ -491,6 +536,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("certificate-controller"),
         Implementation {
             resources: certificates::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, _| one(certificates::build_approving(c)),
         },
@@ -502,6 +548,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("certificate-controller"),
         Implementation {
             resources: certificates::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(CSR_SHARDING),
             build: |c, _| one(certificates::build_cleaner(c)),
         },
@@ -513,6 +560,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ttl-controller"),
         Implementation {
             resources: ttl::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace, and the TTL follows the count of all Nodes; run it unsharded",
             ),
@@ -526,6 +574,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("bootstrap-signer"),
         Implementation {
             resources: bootstrap::bootstrapsigner::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its one key, kube-public/cluster-info, is signed with the token Secrets of kube-system, and a shard holds one namespace without the other; run it unsharded",
             ),
@@ -539,6 +588,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("token-cleaner"),
         Implementation {
             resources: bootstrap::tokencleaner::RESOURCES,
+            fields: &[],
             // Its keys are the Secrets of kube-system: the shard that holds that
             // namespace does all the work.
             sharding: Sharding::ByNamespace { whole: &[] },
@@ -552,6 +602,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("node-controller"),
         Implementation {
             resources: nodeipam::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
             ),
@@ -565,6 +616,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("node-controller"),
         Implementation {
             resources: nodelifecycle::RESOURCES,
+            fields: nodelifecycle::FIELDS,
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
             ),
@@ -578,6 +630,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("node-controller"),
         Implementation {
             resources: tainteviction::RESOURCES,
+            fields: tainteviction::FIELDS,
             sharding: Sharding::Refused(
                 "it follows Nodes, which belong to no namespace, to their pods; run it unsharded",
             ),
@@ -591,6 +644,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("persistent-volume-binder"),
         Implementation {
             resources: pvbinder::RESOURCES,
+            fields: pvbinder::FIELDS,
             sharding: Sharding::Refused(
                 "PersistentVolumes belong to no namespace and a claim may bind any of them; run it unsharded",
             ),
@@ -604,6 +658,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("attachdetach-controller"),
         Implementation {
             resources: attachdetach::RESOURCES,
+            fields: attachdetach::FIELDS,
             sharding: Sharding::Refused(
                 "its keys are (volume, node) pairs across namespaces and Nodes belong to no namespace; run it unsharded",
             ),
@@ -617,6 +672,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("expand-controller"),
         Implementation {
             resources: expand::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, _| one(expand::build(c)),
         },
@@ -628,6 +684,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("clusterrole-aggregation-controller"),
         Implementation {
             resources: clusterroleaggregation::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are ClusterRoles, which belong to no namespace; run it unsharded",
             ),
@@ -641,6 +698,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("pvc-protection-controller"),
         Implementation {
             resources: pvcprotection::RESOURCES,
+            fields: pvcprotection::FIELDS,
             // Claims and the pods that use them share a namespace; the live check lists
             // one namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
@@ -654,6 +712,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("pv-protection-controller"),
         Implementation {
             resources: pvprotection::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are PersistentVolumes, which belong to no namespace; run it unsharded",
             ),
@@ -667,6 +726,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ttl-after-finished-controller"),
         Implementation {
             resources: ttlafterfinished::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(ttlafterfinished::build(c, &o.ttl_after_finished)),
         },
@@ -678,6 +738,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("root-ca-cert-publisher"),
         Implementation {
             resources: rootcacertpublisher::RESOURCES,
+            fields: &[],
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| rootcacertpublisher::build(c, &o.root_ca_cert_publisher),
         },
@@ -689,6 +750,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("ephemeral-volume-controller"),
         Implementation {
             resources: ephemeral::RESOURCES,
+            fields: ephemeral::FIELDS,
             // A pod and the claims of its ephemeral volumes share a namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(ephemeral::build(c, &o.ephemeral_volume)),
@@ -701,6 +763,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("storage-version-garbage-collector"),
         Implementation {
             resources: storageversiongc::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are cluster-scoped StorageVersions and kube-system identity Leases, which no namespace shard owns",
             ),
@@ -714,6 +777,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("resource-claim-controller"),
         Implementation {
             resources: resourceclaim::RESOURCES,
+            fields: resourceclaim::FIELDS,
             // A pod, its claims, its claims' templates and its scheduling context share
             // a namespace.
             sharding: Sharding::ByNamespace { whole: &[] },
@@ -727,6 +791,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("legacy-service-account-token-cleaner"),
         Implementation {
             resources: legacysatokencleaner::RESOURCES,
+            fields: legacysatokencleaner::FIELDS,
             sharding: Sharding::ByNamespace { whole: &[] },
             build: |c, o| one(legacysatokencleaner::build(c, &o.legacy_sa_token_cleaner)),
         },
@@ -738,6 +803,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("validatingadmissionpolicy-status-controller"),
         Implementation {
             resources: validatingadmissionpolicystatus::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are cluster-scoped ValidatingAdmissionPolicies, which no namespace shard owns",
             ),
@@ -756,6 +822,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("service-cidrs-controller"),
         Implementation {
             resources: servicecidrs::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are cluster-scoped ServiceCIDRs, judged against every IPAddress of the cluster",
             ),
@@ -769,6 +836,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("service-controller"),
         Implementation {
             resources: service::RESOURCES,
+            fields: &[],
             // A Service's balancer needs every node.
             sharding: Sharding::ByNamespace { whole: &["v1/nodes"] },
             build: |c, o| service::build(c, &o.service_lb, &o.generic),
@@ -781,6 +849,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("route-controller"),
         Implementation {
             resources: route::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its routes are the whole cluster's, for Nodes, which belong to no namespace; run it unsharded",
             ),
@@ -795,6 +864,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
         Some("node-controller"),
         Implementation {
             resources: cloudnodelifecycle::RESOURCES,
+            fields: &[],
             sharding: Sharding::Refused(
                 "its keys are Nodes, which belong to no namespace; run it unsharded",
             ),

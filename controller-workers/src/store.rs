@@ -2,6 +2,7 @@
 //! key, plus named indexes. One writer (the informer that feeds it from the stream),
 //! any number of cheap readers (controllers' reconciles and handlers).
 
+use crate::meta::ResourceNames;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
@@ -72,7 +73,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         };
         store.add_index(
             NAMESPACE_INDEX,
-            Arc::new(|object: &K| vec![object.meta().namespace.clone().unwrap_or_default()]),
+            Arc::new(|object: &K| vec![object.namespace_str().to_string()]),
         );
         store.add_index(
             CONTROLLER_UID_INDEX,
@@ -169,7 +170,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         candidates.extend(
             self.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
                 .into_iter()
-                .filter(|o| o.meta().namespace.as_deref().unwrap_or_default() == namespace),
+                .filter(|o| o.namespace_str() == namespace),
         );
         candidates
     }

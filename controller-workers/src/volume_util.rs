@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::meta::ResourceNames;
 use crate::store::Store;
 
 /// The pod index by the claims its volumes use (`common.PodPVCIndex`): `ns/claim`.
@@ -36,26 +37,22 @@ pub fn volume_claim_name(pod: &Pod, volume: &Volume) -> Option<String> {
 
 /// `ephemeral.VolumeClaimName`: `<pod>-<volume>`.
 pub fn ephemeral_claim_name(pod: &Pod, volume: &Volume) -> String {
-    format!(
-        "{}-{}",
-        pod.metadata.name.as_deref().unwrap_or_default(),
-        volume.name
-    )
+    format!("{}-{}", pod.name_str(), volume.name)
 }
 
 /// `ephemeral.VolumeIsForPod`: the claim of a generic ephemeral volume may be used by the
 /// pod only if the pod created it (same namespace, the pod its controller); the error is
 /// upstream's sentence, complete enough for an event.
 pub fn ephemeral_claim_is_for_pod(pod: &Pod, claim: &PersistentVolumeClaim) -> Result<(), String> {
-    let pod_namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let claim_namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let pod_namespace = pod.namespace_str();
+    let claim_namespace = claim.namespace_str();
     let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let controlled = crate::store::controller_uid(&claim.metadata) == Some(pod_uid);
     if claim_namespace != pod_namespace || !controlled {
         return Err(format!(
             "PVC {claim_namespace}/{} was not created for pod {pod_namespace}/{} (pod is not owner)",
-            claim.metadata.name.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default(),
+            claim.name_str(),
+            pod.name_str(),
         ));
     }
     Ok(())
@@ -63,7 +60,7 @@ pub fn ephemeral_claim_is_for_pod(pod: &Pod, claim: &PersistentVolumeClaim) -> R
 
 /// `common.PodPVCIndexFunc`: `ns/claim` for every claim the pod's volumes use.
 pub fn pod_pvc_keys(pod: &Pod) -> Vec<String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = pod.namespace_str();
     pod.spec
         .iter()
         .flat_map(|spec| spec.volumes.iter().flatten())

@@ -86,6 +86,11 @@ pub struct Args {
     /// every stream of a controller that picks its own keys, such as the garbage collector).
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(u32, u32)>,
+    /// Stream only the fields the controllers declare they read (the union of their
+    /// declarations per resource, plus what each kind needs to decode); `false` streams
+    /// whole objects, for debugging a controller that reads a field it did not declare.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub informer_projection: bool,
     /// How long SIGTERM waits for in-flight syncs (Go duration).
     #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
     pub shutdown_timeout: Duration,
@@ -160,6 +165,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let informer_client =
         client::connect(&args.informer, tls).map_err(|e| UsageError(format!("--informer: {e}")))?;
+    let metrics = Metrics::new();
     let clients = ClientFactory::new(
         args.kubeconfig.as_deref(),
         args.kube_api_qps,
@@ -167,15 +173,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.use_service_account_credentials
             .then_some(registry::service_account_of as fn(&str) -> Option<&'static str>),
     )
-    .await?;
-    let metrics = Metrics::new();
+    .await?
+    .with_metrics(metrics.rest_client.clone());
     let informers = Arc::new(
         Informers::new(
             informer_client,
             format!("{USER_AGENT_PREFIX} group={}", args.group),
             args.min_resync_period,
         )
-        .with_shard(args.shard, &registry::whole_resources(&selected)),
+        .with_shard(args.shard, &registry::whole_resources(&selected))
+        .with_fields(if args.informer_projection {
+            registry::projections(&selected)
+        } else {
+            Default::default()
+        }),
     );
     let context = ControllerContext {
         informers: informers.clone(),
@@ -224,6 +235,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         _ = interrupt.recv() => return Ok(()),
     }
     info!(group = %args.group, resources = ?informers.resources(), "worker ready: stores synced");
+    for resource in informers.resources() {
+        if let Some(fields) = informers.fields_of(&resource).filter(|f| !f.is_empty()) {
+            info!(%resource, ?fields, "stream projected: the store holds these fields");
+        }
+    }
 
     let queues: Vec<_> = runnables.iter().map(|r| r.queue.clone()).collect();
     // A controller whose credentials are not there yet starts once they are; the others

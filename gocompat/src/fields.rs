@@ -234,12 +234,52 @@ struct Selectable {
     kind: Kind,
 }
 
-const fn sel(label: &'static str, path: &'static str, kind: Kind) -> Selectable {
+/// A string field read at `path`.
+const fn text_at(label: &'static str, path: &'static str) -> Selectable {
     Selectable {
         label,
         path,
         fallback: None,
-        kind,
+        kind: Kind::Str,
+    }
+}
+
+/// A string field read at its own label's path.
+const fn text(label: &'static str) -> Selectable {
+    text_at(label, label)
+}
+
+/// A string field read at `path`, or at `fallback` when that is empty.
+const fn text_or(label: &'static str, path: &'static str, fallback: &'static str) -> Selectable {
+    Selectable {
+        label,
+        path,
+        fallback: Some(fallback),
+        kind: Kind::Str,
+    }
+}
+
+/// A bool field read at its own label's path ("false" when absent).
+const fn flag(label: &'static str) -> Selectable {
+    Selectable {
+        kind: Kind::Bool,
+        ..text(label)
+    }
+}
+
+/// An integer field read at `path` ("0" when absent).
+const fn count_at(label: &'static str, path: &'static str) -> Selectable {
+    Selectable {
+        kind: Kind::Int,
+        ..text_at(label, path)
+    }
+}
+
+/// The pods' primary IP (see [`Kind::PodIp`]).
+const fn pod_ip_field(label: &'static str) -> Selectable {
+    Selectable {
+        kind: Kind::PodIp,
+        ..text(label)
     }
 }
 
@@ -291,22 +331,14 @@ static PODS: ResourceFields = ResourceFields {
     ],
     aliases: &[("spec.host", "spec.nodeName")],
     selectable: &[
-        sel("spec.nodeName", "spec.nodeName", Kind::Str),
-        sel("spec.restartPolicy", "spec.restartPolicy", Kind::Str),
-        sel("spec.schedulerName", "spec.schedulerName", Kind::Str),
-        sel(
-            "spec.serviceAccountName",
-            "spec.serviceAccountName",
-            Kind::Str,
-        ),
-        sel("spec.hostNetwork", "spec.hostNetwork", Kind::Bool),
-        sel("status.phase", "status.phase", Kind::Str),
-        sel("status.podIP", "status.podIP", Kind::PodIp),
-        sel(
-            "status.nominatedNodeName",
-            "status.nominatedNodeName",
-            Kind::Str,
-        ),
+        text("spec.nodeName"),
+        text("spec.restartPolicy"),
+        text("spec.schedulerName"),
+        text("spec.serviceAccountName"),
+        flag("spec.hostNetwork"),
+        text("status.phase"),
+        pod_ip_field("status.podIP"),
+        text("status.nominatedNodeName"),
     ],
     reject: Reject::NotSupported,
 };
@@ -314,14 +346,14 @@ static PODS: ResourceFields = ResourceFields {
 static NODES: ResourceFields = ResourceFields {
     accepted: &["metadata.name", "spec.unschedulable"],
     aliases: &[],
-    selectable: &[sel("spec.unschedulable", "spec.unschedulable", Kind::Bool)],
+    selectable: &[flag("spec.unschedulable")],
     reject: Reject::NotSupported,
 };
 
 static REPLICATION_CONTROLLERS: ResourceFields = ResourceFields {
     accepted: &["metadata.name", "metadata.namespace", "status.replicas"],
     aliases: &[],
-    selectable: &[sel("status.replicas", "status.replicas", Kind::Int)],
+    selectable: &[count_at("status.replicas", "status.replicas")],
     reject: Reject::NotSupported,
 };
 
@@ -343,38 +375,17 @@ static CORE_EVENTS: ResourceFields = ResourceFields {
     ],
     aliases: &[],
     selectable: &[
-        sel("involvedObject.kind", "involvedObject.kind", Kind::Str),
-        sel(
-            "involvedObject.namespace",
-            "involvedObject.namespace",
-            Kind::Str,
-        ),
-        sel("involvedObject.name", "involvedObject.name", Kind::Str),
-        sel("involvedObject.uid", "involvedObject.uid", Kind::Str),
-        sel(
-            "involvedObject.apiVersion",
-            "involvedObject.apiVersion",
-            Kind::Str,
-        ),
-        sel(
-            "involvedObject.resourceVersion",
-            "involvedObject.resourceVersion",
-            Kind::Str,
-        ),
-        sel(
-            "involvedObject.fieldPath",
-            "involvedObject.fieldPath",
-            Kind::Str,
-        ),
-        sel("reason", "reason", Kind::Str),
-        sel("reportingComponent", "reportingComponent", Kind::Str),
-        Selectable {
-            label: "source",
-            path: "source.component",
-            fallback: Some("reportingComponent"),
-            kind: Kind::Str,
-        },
-        sel("type", "type", Kind::Str),
+        text("involvedObject.kind"),
+        text("involvedObject.namespace"),
+        text("involvedObject.name"),
+        text("involvedObject.uid"),
+        text("involvedObject.apiVersion"),
+        text("involvedObject.resourceVersion"),
+        text("involvedObject.fieldPath"),
+        text("reason"),
+        text("reportingComponent"),
+        text_or("source", "source.component", "reportingComponent"),
+        text("type"),
     ],
     reject: Reject::NotSupported,
 };
@@ -403,30 +414,24 @@ static EVENTS_K8S_IO: ResourceFields = ResourceFields {
         ("reportingController", "reportingComponent"),
     ],
     selectable: &[
-        sel("involvedObject.kind", "regarding.kind", Kind::Str),
-        sel("involvedObject.namespace", "regarding.namespace", Kind::Str),
-        sel("involvedObject.name", "regarding.name", Kind::Str),
-        sel("involvedObject.uid", "regarding.uid", Kind::Str),
-        sel(
-            "involvedObject.apiVersion",
-            "regarding.apiVersion",
-            Kind::Str,
-        ),
-        sel(
+        text_at("involvedObject.kind", "regarding.kind"),
+        text_at("involvedObject.namespace", "regarding.namespace"),
+        text_at("involvedObject.name", "regarding.name"),
+        text_at("involvedObject.uid", "regarding.uid"),
+        text_at("involvedObject.apiVersion", "regarding.apiVersion"),
+        text_at(
             "involvedObject.resourceVersion",
             "regarding.resourceVersion",
-            Kind::Str,
         ),
-        sel("involvedObject.fieldPath", "regarding.fieldPath", Kind::Str),
-        sel("reason", "reason", Kind::Str),
-        sel("reportingComponent", "reportingController", Kind::Str),
-        Selectable {
-            label: "source",
-            path: "deprecatedSource.component",
-            fallback: Some("reportingController"),
-            kind: Kind::Str,
-        },
-        sel("type", "type", Kind::Str),
+        text_at("involvedObject.fieldPath", "regarding.fieldPath"),
+        text("reason"),
+        text_at("reportingComponent", "reportingController"),
+        text_or(
+            "source",
+            "deprecatedSource.component",
+            "reportingController",
+        ),
+        text("type"),
     ],
     reject: Reject::NotSupported,
 };
@@ -434,28 +439,28 @@ static EVENTS_K8S_IO: ResourceFields = ResourceFields {
 static NAMESPACES: ResourceFields = ResourceFields {
     accepted: &["status.phase", "metadata.name"],
     aliases: &[],
-    selectable: &[sel("status.phase", "status.phase", Kind::Str)],
+    selectable: &[text("status.phase")],
     reject: Reject::NotSupported,
 };
 
 static SECRETS: ResourceFields = ResourceFields {
     accepted: &["type", "metadata.namespace", "metadata.name"],
     aliases: &[],
-    selectable: &[sel("type", "type", Kind::Str)],
+    selectable: &[text("type")],
     reject: Reject::NotSupported,
 };
 
 static JOBS: ResourceFields = ResourceFields {
     accepted: &["metadata.name", "metadata.namespace", "status.successful"],
     aliases: &[],
-    selectable: &[sel("status.successful", "status.succeeded", Kind::Int)],
+    selectable: &[count_at("status.successful", "status.succeeded")],
     reject: Reject::Job,
 };
 
 static CERTIFICATE_SIGNING_REQUESTS: ResourceFields = ResourceFields {
     accepted: &["metadata.name", "spec.signerName"],
     aliases: &[],
-    selectable: &[sel("spec.signerName", "spec.signerName", Kind::Str)],
+    selectable: &[text("spec.signerName")],
     reject: Reject::NotSupported,
 };
 
@@ -479,22 +484,38 @@ fn resource_fields(resource: &str) -> &'static ResourceFields {
     resource_fields_of(group, res)
 }
 
+/// The resources with field labels of their own, by API group (`""`: core) and plural name;
+/// the rest accept only [`METADATA_ONLY`]'s. Jobs and CertificateSigningRequests are also
+/// found without their group, as a bare resource name names them.
+static RESOURCES: &[(&str, &str, &ResourceFields)] = &[
+    ("", "pods", &PODS),
+    ("", "nodes", &NODES),
+    ("", "replicationcontrollers", &REPLICATION_CONTROLLERS),
+    ("", "events", &CORE_EVENTS),
+    ("events.k8s.io", "events", &EVENTS_K8S_IO),
+    ("", "namespaces", &NAMESPACES),
+    ("", "secrets", &SECRETS),
+    ("", "jobs", &JOBS),
+    ("batch", "jobs", &JOBS),
+    (
+        "",
+        "certificatesigningrequests",
+        &CERTIFICATE_SIGNING_REQUESTS,
+    ),
+    (
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        &CERTIFICATE_SIGNING_REQUESTS,
+    ),
+];
+
 /// The field-selector support of the resource `resource` (plural name) of API group `group`
 /// (`""` for the core group).
 pub fn resource_fields_of(group: &str, resource: &str) -> &'static ResourceFields {
-    match (group, resource) {
-        ("", "pods") => &PODS,
-        ("", "nodes") => &NODES,
-        ("", "replicationcontrollers") => &REPLICATION_CONTROLLERS,
-        ("", "events") => &CORE_EVENTS,
-        ("events.k8s.io", "events") => &EVENTS_K8S_IO,
-        ("", "namespaces") => &NAMESPACES,
-        ("", "secrets") => &SECRETS,
-        ("", "jobs") | ("batch", "jobs") => &JOBS,
-        ("", "certificatesigningrequests")
-        | ("certificates.k8s.io", "certificatesigningrequests") => &CERTIFICATE_SIGNING_REQUESTS,
-        _ => &METADATA_ONLY,
-    }
+    RESOURCES
+        .iter()
+        .find(|(g, r, _)| *g == group && *r == resource)
+        .map_or(&METADATA_ONLY, |(_, _, fields)| *fields)
 }
 
 /// The canonical label `field` stands for in `resource`, if the resource accepts it.

@@ -6,7 +6,8 @@ use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -17,6 +18,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -168,9 +170,28 @@ impl Collector for InformerCollector {
     }
 }
 
+/// How long changes wait in subscribers' queues: from a watch event's change being offered
+/// to a queue to the subscriber's stream taking it (one process-wide histogram; a
+/// coalesced change counts once, from its oldest pending state).
+fn delivery_latency() -> &'static Histogram {
+    static DELIVERY: OnceLock<Histogram> = OnceLock::new();
+    // 10 µs to ~42 s, doubling.
+    DELIVERY.get_or_init(|| Histogram::new(exponential_buckets(1e-5, 2.0, 23)))
+}
+
+/// Records one object event leaving a subscriber's queue after `waited`.
+pub fn observe_delivery(waited: Duration) {
+    delivery_latency().observe(waited.as_secs_f64());
+}
+
 pub fn registry(informers: Arc<Informers>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(InformerCollector { informers }));
+    registry.register(
+        "rkcm_informer_delivery_latency_seconds",
+        "Seconds an object's change waits in a subscriber's queue, from the watch event being offered to the stream taking it.",
+        delivery_latency().clone(),
+    );
     registry
 }
 

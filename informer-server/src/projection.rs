@@ -8,12 +8,14 @@
 //! a path that is a prefix of another keeps the whole subtree.
 //!
 //! Watch subscribers of the same projection of a resource share one [`SharedProjection`]:
-//! each object version is projected and encoded once, when the first of them is sent it,
-//! and every other one sends the same bytes. Its encoded bodies live while a subscriber
-//! of the projection does (the last one to leave frees them) and follow the cache: a
-//! deleted object's body goes with it, a relist empties them.
+//! an object version is projected and encoded when the first of them is sent it, and the
+//! others send the same bytes while it is among the last [`RECENT_BODIES`] built (a change
+//! reaches every subscriber within that window; an initial list builds the bodies it
+//! sends). Its bodies live while a subscriber of the projection does (the last one to
+//! leave frees them) and follow the cache: a deleted object's body goes with it, a relist
+//! empties them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -138,11 +140,25 @@ impl FieldPaths {
     }
 }
 
+/// How many recently built bodies a projection keeps: enough for every subscriber of it to
+/// be sent a change (a burst of them) from the same bytes, while a body held for every
+/// cached object would double the cache's memory for the one worker that usually
+/// subscribes (a list or a resumed watch builds the bodies it sends again).
+pub const RECENT_BODIES: usize = 1024;
+
+/// The bodies kept: per object, the version each was built from (compared by identity),
+/// the body, and its place in the order they were built.
+#[derive(Default)]
+struct Bodies {
+    by_key: HashMap<ObjectKey, (Weak<CachedObject>, Bytes, u64)>,
+    order: VecDeque<(ObjectKey, u64)>,
+    next: u64,
+}
+
 /// One projection of a resource, with the bodies its subscribers share.
 pub struct SharedProjection {
     pub paths: FieldPaths,
-    /// Per object, the version it was built from (compared by identity) and its body.
-    bodies: Mutex<HashMap<ObjectKey, (Weak<CachedObject>, Bytes)>>,
+    bodies: Mutex<Bodies>,
     bytes: AtomicUsize,
 }
 
@@ -150,37 +166,63 @@ impl SharedProjection {
     pub fn new(paths: FieldPaths) -> Self {
         SharedProjection {
             paths,
-            bodies: Mutex::new(HashMap::new()),
+            bodies: Mutex::new(Bodies::default()),
             bytes: AtomicUsize::new(0),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, (Weak<CachedObject>, Bytes)>> {
+    fn lock(&self) -> MutexGuard<'_, Bodies> {
         self.bodies.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The projected envelope of `object`, built once per object version.
+    /// The projected envelope of `object`, built once per object version while it is
+    /// among the [`RECENT_BODIES`] last built.
     pub fn body(&self, object: &Arc<CachedObject>) -> Bytes {
-        if let Some((built_from, body)) = self.lock().get(&object.key) {
+        if let Some((built_from, body, _)) = self.lock().by_key.get(&object.key) {
             if std::ptr::eq(built_from.as_ptr(), Arc::as_ptr(object)) {
                 return body.clone();
             }
         }
         // Built outside the lock: two subscribers racing build it twice, harmlessly.
         let body = object.projected_body(&self.paths);
-        let previous = self
-            .lock()
-            .insert(object.key.clone(), (Arc::downgrade(object), body.clone()));
+        let mut bodies = self.lock();
+        let serial = bodies.next;
+        bodies.next += 1;
+        let previous = bodies.by_key.insert(
+            object.key.clone(),
+            (Arc::downgrade(object), body.clone(), serial),
+        );
+        bodies.order.push_back((object.key.clone(), serial));
         self.bytes.fetch_add(body.len(), Ordering::Relaxed);
-        if let Some((_, previous)) = previous {
+        if let Some((_, previous, _)) = previous {
             self.bytes.fetch_sub(previous.len(), Ordering::Relaxed);
+        }
+        while bodies.by_key.len() > RECENT_BODIES {
+            let Some((key, serial)) = bodies.order.pop_front() else {
+                break;
+            };
+            // An older entry of a key built again since stays.
+            if bodies
+                .by_key
+                .get(&key)
+                .is_some_and(|(_, _, s)| *s == serial)
+            {
+                if let Some((_, body, _)) = bodies.by_key.remove(&key) {
+                    self.bytes.fetch_sub(body.len(), Ordering::Relaxed);
+                }
+            }
+        }
+        // Stale order entries (keys built again or forgotten) are bounded too.
+        if bodies.order.len() > 4 * RECENT_BODIES {
+            let Bodies { by_key, order, .. } = &mut *bodies;
+            order.retain(|(key, serial)| by_key.get(key).is_some_and(|(_, _, s)| s == serial));
         }
         body
     }
 
     /// Drops the body of an object that left the cache.
     pub fn forget(&self, key: &str) {
-        if let Some((_, body)) = self.lock().remove(key) {
+        if let Some((_, body, _)) = self.lock().by_key.remove(key) {
             self.bytes.fetch_sub(body.len(), Ordering::Relaxed);
         }
     }
@@ -188,14 +230,18 @@ impl SharedProjection {
     /// Drops every body (the cache was replaced).
     pub fn clear(&self) {
         let mut bodies = self.lock();
-        bodies.clear();
-        bodies.shrink_to_fit();
+        *bodies = Bodies::default();
         self.bytes.store(0, Ordering::Relaxed);
     }
 
     /// Bytes of the bodies held.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// How many bodies are held.
+    pub fn held(&self) -> usize {
+        self.lock().by_key.len()
     }
 }
 
@@ -239,6 +285,10 @@ mod tests {
     }
 
     fn pod(rv: u64) -> Arc<CachedObject> {
+        named_pod("p", rv)
+    }
+
+    fn named_pod(name: &str, rv: u64) -> Arc<CachedObject> {
         let gvr = Arc::new(GroupVersionResource {
             group: String::new(),
             version: "v1".into(),
@@ -246,7 +296,7 @@ mod tests {
         });
         let object = json!({
             "kind": "Pod", "apiVersion": "v1",
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": rv.to_string(),
+            "metadata": {"name": name, "namespace": "ns", "uid": "u", "resourceVersion": rv.to_string(),
                 "labels": {"app": "web"}, "managedFields": [{"manager": "m"}]},
             "spec": {
                 "containers": [
@@ -354,5 +404,36 @@ mod tests {
         assert_eq!(projections.live().len(), 1);
         let again = projections.get(paths(&["spec.nodeName", "status.phase"]));
         assert_eq!(again.bytes(), 0);
+    }
+
+    #[test]
+    fn only_the_recently_built_bodies_are_kept() {
+        let projections = Projections::default();
+        let projection = projections.get(paths(&["status.phase"]));
+        let objects: Vec<_> = (0..RECENT_BODIES + 10)
+            .map(|i| named_pod(&format!("p{i}"), i as u64))
+            .collect();
+        for object in &objects {
+            projection.body(object);
+        }
+        assert_eq!(projection.held(), RECENT_BODIES);
+        // Names and versions 10..1033: the kept bodies differ by a few digits.
+        let longest = projection.body(&objects[RECENT_BODIES + 9]).len();
+        assert!(projection.bytes() <= RECENT_BODIES * longest);
+        assert!(projection.bytes() >= RECENT_BODIES * (longest - 8));
+        // The newest is still shared; the oldest is built again (and then kept).
+        let newest = projection.body(&objects[RECENT_BODIES + 9]);
+        assert_eq!(
+            newest.as_ptr(),
+            projection.body(&objects[RECENT_BODIES + 9]).as_ptr()
+        );
+        let oldest = projection.body(&objects[0]);
+        assert_eq!(oldest.as_ptr(), projection.body(&objects[0]).as_ptr());
+        assert_eq!(projection.held(), RECENT_BODIES);
+        // A key built again many times keeps one body.
+        for rv in 0..(3 * RECENT_BODIES as u64) {
+            projection.body(&named_pod("p0", 10_000 + rv));
+        }
+        assert_eq!(projection.held(), RECENT_BODIES);
     }
 }

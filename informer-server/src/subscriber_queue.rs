@@ -48,6 +48,8 @@ struct Pending {
     /// The DELETED of an object the subscriber holds, when the key was re-created since.
     deleted_first: Option<Obj>,
     last: Last,
+    /// When the key became pending (the oldest change it carries).
+    since: Instant,
 }
 
 enum Slot {
@@ -233,6 +235,7 @@ impl SubscriberQueue {
                 vacant.insert(Pending {
                     deleted_first: None,
                     last,
+                    since: Instant::now(),
                 });
                 state.order.push_back(Slot::Key(key));
             }
@@ -324,12 +327,14 @@ impl SubscriberQueue {
                 }
                 return Some(self.event(EventType::Deleted, &gone));
             }
+            let since = pending.since;
             let (event_type, object) = match pending.last {
                 Last::Nothing => continue,
                 Last::Added(o) => (EventType::Added, o),
                 Last::Modified(o) => (EventType::Modified, o),
                 Last::Deleted(o) => (EventType::Deleted, o),
             };
+            crate::metrics::observe_delivery(since.elapsed());
             return Some(self.event(event_type, &object));
         }
         release_spare_capacity(state);

@@ -14,44 +14,15 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
-const IN_FLIGHT: usize = 16;
-
-async fn get(address: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return String::new();
-    };
-    let _ = stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .await;
-    let mut out = String::new();
-    let _ = stream.read_to_string(&mut out).await;
-    out
-}
-
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-async fn all<F, Fut>(count: usize, f: F) -> anyhow::Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..count)
-        .map(f)
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
-    results.into_iter().collect()
 }
 
 /// 100 ReplicaSets (replicas 0: nothing recreates pods) owning `per_set` pods each.
@@ -72,7 +43,7 @@ async fn owned_pods(
         )?;
         let rs = rs_api.create(&PostParams::default(), &rs).await?;
         let uid = rs.metadata.uid.unwrap_or_default();
-        all(per_set, |j| {
+        common::create_all(per_set, |j| {
             let pods = pods.clone();
             let uid = uid.clone();
             async move {
@@ -113,43 +84,16 @@ async fn until_no_pods(
 }
 
 struct Processes {
-    informer: tokio::process::Child,
+    informer: common::InformerServer,
     worker: tokio::process::Child,
-    informer_metrics: String,
     worker_health: String,
     _dir: tempfile::TempDir,
 }
 
-fn free() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.to_string())
-        .unwrap_or_default()
-}
-
 async fn start(kubeconfig: &std::path::Path, qps: &str) -> anyhow::Result<Processes> {
     let dir = tempfile::tempdir()?;
-    let socket = dir.path().join("informer.sock");
-    let informer_metrics = free();
-    let informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-        .args([
-            "informer-server",
-            "--listen",
-            &format!("unix://{}", socket.display()),
-            "--metrics-bind-address",
-            &informer_metrics,
-            "--kube-api-qps",
-            "0",
-        ])
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env("RKCM_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
-    while tokio::net::UnixStream::connect(&socket).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let worker_health = free();
+    let informer = common::InformerServer::start(kubeconfig, dir.path()).await?;
+    let worker_health = common::free_address()?;
     let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
         .args([
             "worker",
@@ -158,7 +102,7 @@ async fn start(kubeconfig: &std::path::Path, qps: &str) -> anyhow::Result<Proces
             "--controllers",
             "garbagecollector",
             "--informer",
-            &format!("unix://{}", socket.display()),
+            &informer.address(),
         ])
         .args([
             "--health-bind-address",
@@ -176,7 +120,6 @@ async fn start(kubeconfig: &std::path::Path, qps: &str) -> anyhow::Result<Proces
     Ok(Processes {
         informer,
         worker,
-        informer_metrics,
         worker_health,
         _dir: dir,
     })
@@ -185,7 +128,7 @@ async fn start(kubeconfig: &std::path::Path, qps: &str) -> anyhow::Result<Proces
 async fn wait_graph(p: &Processes, at_least: f64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let metrics = get(&p.worker_health, "/metrics").await;
+        let metrics = common::http_get(&p.worker_health, "/metrics").await;
         let nodes = metric(&metrics, "rkcm_garbage_collector_graph_nodes").unwrap_or(0.0);
         let synced = metric(&metrics, "rkcm_garbage_collector_monitors_synced").unwrap_or(0.0);
         if nodes >= at_least && synced == 1.0 {
@@ -200,11 +143,8 @@ async fn wait_graph(p: &Processes, at_least: f64) -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
+    let cluster = common::BenchCluster::without_nodes().await?;
+    let (client, kubeconfig) = (cluster.client.clone(), cluster.kubeconfig.clone());
     println!("garbage-collector benchmark (release; kube-sim in the bench process; informer-server and collector their own processes)");
 
     // Memory with 10,000 pods.
@@ -213,11 +153,11 @@ async fn run() -> anyhow::Result<()> {
     let p = start(&kubeconfig, "0").await?;
     wait_graph(&p, 10_100.0).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let metrics = get(&p.informer_metrics, "/metrics").await;
+    let metrics = common::http_get(&p.informer.metrics, "/metrics").await;
     let cached =
         metric(&metrics, "rkcm_informer_cached_bytes{resource=\"v1/pods\"}").unwrap_or(0.0);
     let gc_rss = common::proc_status_bytes(p.worker.id().unwrap_or(0), "VmRSS:") as f64;
-    let informer_rss = common::proc_status_bytes(p.informer.id().unwrap_or(0), "VmRSS:") as f64;
+    let informer_rss = common::proc_status_bytes(p.informer.pid(), "VmRSS:") as f64;
     println!(
         "memory, 10,000 pods + 100 ReplicaSets: collector RSS {:.1} MiB ({:.0} B/pod) vs the informer-server's full-object pod cache {:.1} MiB ({:.0} B/pod) = {:.2}x; informer-server RSS {:.1} MiB",
         gc_rss / 1048576.0,
@@ -232,7 +172,7 @@ async fn run() -> anyhow::Result<()> {
     // Baseline: a plain client deleting 1,000 pods.
     common::namespace(&client, "baseline", true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "baseline");
-    all(1000, |i| {
+    common::create_all(1000, |i| {
         let pods = pods.clone();
         async move {
             let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("p{i}")},
@@ -243,7 +183,7 @@ async fn run() -> anyhow::Result<()> {
     })
     .await?;
     let start_base = Instant::now();
-    all(1000, |i| {
+    common::create_all(1000, |i| {
         let pods = pods.clone();
         async move {
             pods.delete(&format!("p{i}"), &DeleteParams::default())
@@ -272,7 +212,7 @@ async fn run() -> anyhow::Result<()> {
         wait_graph(&p, 11_100.0).await?;
         let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
         let started = Instant::now();
-        all(100, |i| {
+        common::create_all(100, |i| {
             let sets = sets.clone();
             async move {
                 sets.delete(&format!("rs{i}"), &DeleteParams::default())

@@ -33,19 +33,6 @@ fn namespace_name(i: usize) -> String {
     format!("gc-shard-{i}")
 }
 
-async fn get(address: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return String::new();
-    };
-    let _ = stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .await;
-    let mut out = String::new();
-    let _ = stream.read_to_string(&mut out).await;
-    out
-}
-
 /// The sum of a metric's samples whose line starts with `prefix`.
 fn metric_sum(text: &str, prefix: &str) -> f64 {
     text.lines()
@@ -65,13 +52,6 @@ fn pss_bytes(pid: u32) -> u64 {
         })
         .unwrap_or(0)
         * 1024
-}
-
-fn free() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.to_string())
-        .unwrap_or_default()
 }
 
 /// Per namespace, [`SETS_PER_NAMESPACE`] ReplicaSets (replicas 0: nothing recreates their
@@ -120,16 +100,16 @@ struct Collector {
 impl Collector {
     fn start(
         kubeconfig: &std::path::Path,
-        socket: &std::path::Path,
+        informer: &common::InformerServer,
         shard: Option<&str>,
     ) -> anyhow::Result<Collector> {
-        let health = free();
+        let health = common::free_address()?;
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"));
         command
             .args(["worker", "--group", "garbage-collector"])
             .args(["--controllers", "garbagecollector"])
             .arg("--informer")
-            .arg(format!("unix://{}", socket.display()))
+            .arg(informer.address())
             .args(["--health-bind-address", &health])
             .args(["--kube-api-qps", "0"])
             .arg("--kubeconfig")
@@ -151,7 +131,7 @@ impl Collector {
     }
 
     async fn metrics(&self) -> String {
-        get(&self.health, "/metrics").await
+        common::http_get(&self.health, "/metrics").await
     }
 
     /// Waits until its monitors have synced a graph of at least `nodes` objects.
@@ -197,11 +177,8 @@ async fn pods_left(client: &kube::Client) -> anyhow::Result<usize> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
+    let cluster = common::BenchCluster::without_nodes().await?;
+    let (client, kubeconfig) = (cluster.client.clone(), cluster.kubeconfig.clone());
     println!(
         "garbage collector sharded 2 ways vs unsharded (release; kube-sim in the bench process; informer-server and collectors their own processes)"
     );
@@ -215,30 +192,12 @@ async fn run() -> anyhow::Result<()> {
         made.elapsed().as_secs_f64()
     );
 
-    let socket = dir.path().join("informer.sock");
-    let informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-        .arg("informer-server")
-        .arg("--listen")
-        .arg(format!("unix://{}", socket.display()))
-        .args(["--metrics-bind-address", &free(), "--kube-api-qps", "0"])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("RKCM_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::UnixStream::connect(&socket).await.is_err() {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the informer-server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let informer = common::InformerServer::start(&kubeconfig, cluster.dir()).await?;
     // Every object of the cluster is in each graph (namespaces, service accounts and the
     // rest besides the pods and ReplicaSets).
     let graph = (PODS + SETS) as f64;
 
-    let unsharded = Collector::start(&kubeconfig, &socket, None)?;
+    let unsharded = Collector::start(&kubeconfig, &informer, None)?;
     unsharded.wait_graph(graph).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (base_rss, base_peak, base_pss) = unsharded.memory();
@@ -251,8 +210,8 @@ async fn run() -> anyhow::Result<()> {
     drop(unsharded);
 
     let shards = [
-        Collector::start(&kubeconfig, &socket, Some("0/2"))?,
-        Collector::start(&kubeconfig, &socket, Some("1/2"))?,
+        Collector::start(&kubeconfig, &informer, Some("0/2"))?,
+        Collector::start(&kubeconfig, &informer, Some("1/2"))?,
     ];
     for shard in &shards {
         shard.wait_graph(graph).await?;
@@ -280,10 +239,7 @@ async fn run() -> anyhow::Result<()> {
         total_rss as f64 / base_rss.max(1) as f64,
         mib(total_pss),
         total_pss as f64 / base_pss.max(1) as f64,
-        mib(common::proc_status_bytes(
-            informer.id().unwrap_or(0),
-            "VmRSS:"
-        ))
+        mib(common::proc_status_bytes(informer.pid(), "VmRSS:"))
     );
 
     // Collection by the two shards: every ReplicaSet deleted in the background.
@@ -315,7 +271,7 @@ async fn run() -> anyhow::Result<()> {
     // Only the collectors delete pods: as many successful DELETEs as pods, and none
     // answered 404 or 409, when no two shards acted on one pod.
     let mut by_code: std::collections::BTreeMap<u16, u64> = Default::default();
-    for record in sim.requests_by_user() {
+    for record in cluster.sim.requests_by_user() {
         if record.verb == "delete" && record.resource == "pods" && record.subresource.is_empty() {
             *by_code.entry(record.code).or_default() += record.count;
         }

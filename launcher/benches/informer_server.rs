@@ -250,39 +250,21 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
-    let socket = dir.path().join("informer.sock");
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-        .arg("informer-server")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--listen")
-        .arg(format!("unix://{}", socket.display()))
-        .args([
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-            "--kube-api-qps",
-            "0",
-        ])
-        .env("RKCM_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = server.id().unwrap_or(0);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::UnixStream::connect(&socket).await.is_err() {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the informer-server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    let mut round = 0;
+    let cluster = common::BenchCluster::without_nodes().await?;
+    let (client, kubeconfig) = (cluster.client.clone(), cluster.kubeconfig.clone());
+    let mut server = common::InformerServer::start(&kubeconfig, cluster.dir()).await?;
     println!("informer-server benchmark (release; kube-sim in the bench process, informer-server its own process)");
+    let round = fan_out_rates(&client, &server.socket).await?;
+    delivery_latency(&client, &server.socket, round).await?;
+    memory_per_object(&client, &server).await?;
+    let _ = server.child.kill().await;
+    Ok(())
+}
+
+/// Events per second through the informer-server and through direct watches, for 1, 10
+/// and 50 subscribers; returns the last round written.
+async fn fan_out_rates(client: &kube::Client, socket: &Path) -> anyhow::Result<usize> {
+    let mut round = 0;
     println!(
         "fan-out: {OBJECTS} configmaps x {ROUNDS} rounds = {} updates, 16 writes in flight",
         OBJECTS * ROUNDS
@@ -293,9 +275,9 @@ async fn run() -> anyhow::Result<()> {
     );
     for n in [1usize, 10, 50] {
         let mut results = Vec::new();
-        for via in [Some(socket.as_path()), None] {
+        for via in [Some(socket), None] {
             let ns = format!("fan-{n}-{}", if via.is_some() { "rkcm" } else { "direct" });
-            let api = namespace_with_configmaps(&client, &ns).await?;
+            let api = namespace_with_configmaps(client, &ns).await?;
             let first = round + 1;
             round += ROUNDS;
             let (elapsed, events, _, _) = fan_out(n, via, &api, &ns, first..=round, None).await;
@@ -317,10 +299,20 @@ async fn run() -> anyhow::Result<()> {
         );
     }
 
+    Ok(round)
+}
+
+/// p50 and p99 of write-to-event latency with one subscriber, writes paced at 10,000/s,
+/// rounds after `round`.
+async fn delivery_latency(
+    client: &kube::Client,
+    socket: &Path,
+    mut round: usize,
+) -> anyhow::Result<()> {
     println!("delivery latency (write sent -> event received), one subscriber, writes paced at 10,000/s:");
-    for via in [Some(socket.as_path()), None] {
+    for via in [Some(socket), None] {
         let ns = format!("latency-{}", if via.is_some() { "rkcm" } else { "direct" });
-        let api = namespace_with_configmaps(&client, &ns).await?;
+        let api = namespace_with_configmaps(client, &ns).await?;
         let first = round + 1;
         round += 100;
         let (_, events, mut latencies, write_time) = fan_out(
@@ -346,9 +338,18 @@ async fn run() -> anyhow::Result<()> {
         );
     }
 
+    Ok(())
+}
+
+/// The informer-server's RSS growth per cached secret against the secrets' JSON size.
+async fn memory_per_object(
+    client: &kube::Client,
+    server: &common::InformerServer,
+) -> anyhow::Result<()> {
+    let pid = server.pid();
     const SECRETS: usize = 10_000;
     let ns = "memory";
-    common::namespace(&client, ns, false).await?;
+    common::namespace(client, ns, false).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let value = "x".repeat(600);
     let created = Arc::new(AtomicU64::new(0));
@@ -374,7 +375,7 @@ async fn run() -> anyhow::Result<()> {
         let _ = t.await;
     }
     let before = common::proc_status_bytes(pid, "VmRSS:");
-    let mut informer = connect(&socket).await;
+    let mut informer = connect(&server.socket).await;
     // Start caching through a watch that matches nothing, so no response is built.
     let secrets_gvr = GroupVersionResource {
         group: String::new(),
@@ -414,7 +415,6 @@ async fn run() -> anyhow::Result<()> {
         after.saturating_sub(before) as f64 / (1 << 20) as f64,
         per_object / json_per_object
     );
-    let _ = server.kill().await;
     Ok(())
 }
 

@@ -54,21 +54,6 @@ fn memory_of(pid: u32) -> Memory {
     }
 }
 
-/// A plain HTTP/1.0 GET on a local metrics endpoint; empty when unreachable.
-async fn get(address: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return String::new();
-    };
-    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return String::new();
-    }
-    let mut out = String::new();
-    let _ = stream.read_to_string(&mut out).await;
-    out
-}
-
 /// The sum of every sample of the metric family `name` (all label sets).
 fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()
@@ -88,25 +73,18 @@ fn metric(text: &str, name: &str, labels: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn free_address() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
-}
-
 /// rkcm's three processes, each killed when this is dropped.
 struct Rkcm {
-    informer: tokio::process::Child,
+    informer: common::InformerServer,
     default: tokio::process::Child,
     collector: tokio::process::Child,
-    informer_metrics: String,
     collector_health: String,
     _dir: tempfile::TempDir,
 }
 
 fn worker(
     kubeconfig: &std::path::Path,
-    socket: &std::path::Path,
+    informer: &common::InformerServer,
     group: &str,
     controllers: &str,
     health: &str,
@@ -114,7 +92,7 @@ fn worker(
     Ok(tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
         .args(["worker", "--group", group, "--controllers", controllers])
         .arg("--informer")
-        .arg(format!("unix://{}", socket.display()))
+        .arg(informer.address())
         .args(["--health-bind-address", health])
         .args(["--kube-api-qps", "0", "--kube-api-burst", "2000"])
         .arg("--kubeconfig")
@@ -129,38 +107,18 @@ fn worker(
 impl Rkcm {
     async fn start(kubeconfig: &std::path::Path) -> anyhow::Result<Rkcm> {
         let dir = tempfile::tempdir()?;
-        let socket = dir.path().join("informer.sock");
-        let informer_metrics = free_address()?;
-        let informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-            .arg("informer-server")
-            .arg("--listen")
-            .arg(format!("unix://{}", socket.display()))
-            .args(["--metrics-bind-address", &informer_metrics])
-            .args(["--kube-api-qps", "0"])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .env("RKCM_LOG", "warn")
-            .kill_on_drop(true)
-            .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::UnixStream::connect(&socket).await.is_err() {
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the informer-server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let informer = common::InformerServer::start(kubeconfig, dir.path()).await?;
         let default = worker(
             kubeconfig,
-            &socket,
+            &informer,
             "default",
             "*,-garbagecollector",
-            &free_address()?,
+            &common::free_address()?,
         )?;
-        let collector_health = free_address()?;
+        let collector_health = common::free_address()?;
         let collector = worker(
             kubeconfig,
-            &socket,
+            &informer,
             "garbage-collector",
             "garbagecollector",
             &collector_health,
@@ -169,14 +127,18 @@ impl Rkcm {
             informer,
             default,
             collector,
-            informer_metrics,
             collector_health,
             _dir: dir,
         })
     }
 
     fn memory(&self) -> [Memory; 3] {
-        [&self.informer, &self.default, &self.collector].map(|c| memory_of(c.id().unwrap_or(0)))
+        [
+            self.informer.pid(),
+            self.default.id().unwrap_or(0),
+            self.collector.id().unwrap_or(0),
+        ]
+        .map(memory_of)
     }
 }
 
@@ -265,8 +227,8 @@ async fn until_cached(
     nodes: f64,
 ) -> anyhow::Result<()> {
     until("caches", Duration::from_secs(600), || async {
-        let gc = get(&rkcm.collector_health, "/metrics").await;
-        let informer = get(&rkcm.informer_metrics, "/metrics").await;
+        let gc = common::http_get(&rkcm.collector_health, "/metrics").await;
+        let informer = common::http_get(&rkcm.informer.metrics, "/metrics").await;
         Ok(
             metric_sum(&gc, "rkcm_garbage_collector_monitors_synced") == 1.0
                 && metric_sum(&gc, "rkcm_garbage_collector_graph_nodes") >= nodes
@@ -288,7 +250,7 @@ async fn until_quiet(rkcm: &Rkcm, quiet: Duration) -> anyhow::Result<()> {
     let (mut last, mut since) = (-1.0, Instant::now());
     loop {
         let received = metric_sum(
-            &get(&rkcm.informer_metrics, "/metrics").await,
+            &common::http_get(&rkcm.informer.metrics, "/metrics").await,
             "rkcm_informer_events_received_total",
         );
         if received != last {
@@ -391,11 +353,8 @@ fn print_rows(names: &[&str], before: &[Memory], after: &[Memory]) {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await?;
+    let cluster = common::BenchCluster::without_nodes().await?;
+    let (client, kubeconfig) = (cluster.client.clone(), cluster.kubeconfig.clone());
     println!(
         "memory benchmark (release; kube-sim in the bench process, no nodes: pods stay Pending)"
     );
@@ -417,7 +376,7 @@ async fn run() -> anyhow::Result<()> {
     until_cached(&rkcm, &reflector, 0, 1.0).await?;
     until_quiet(&rkcm, Duration::from_secs(3)).await?;
     let informer_objects_before = metric_sum(
-        &get(&rkcm.informer_metrics, "/metrics").await,
+        &common::http_get(&rkcm.informer.metrics, "/metrics").await,
         "rkcm_informer_cached_objects",
     );
     let rkcm_before = rkcm.memory();
@@ -430,7 +389,7 @@ async fn run() -> anyhow::Result<()> {
     );
     until_cached(&rkcm, &reflector, PODS, (PODS + SETS) as f64).await?;
     until_quiet(&rkcm, Duration::from_secs(3)).await?;
-    let informer_text = get(&rkcm.informer_metrics, "/metrics").await;
+    let informer_text = common::http_get(&rkcm.informer.metrics, "/metrics").await;
     let informer_objects_after = metric_sum(&informer_text, "rkcm_informer_cached_objects");
     let informer_cached_bytes = metric_sum(&informer_text, "rkcm_informer_cached_bytes");
     let informer_history_bytes = metric_sum(&informer_text, "rkcm_informer_history_bytes");

@@ -69,11 +69,6 @@ impl Stack {
         self.cluster.client.clone()
     }
 
-    async fn apply(&self, object: Value) {
-        self.kubectl_stdin(&["apply", "-f", "-"], &object.to_string())
-            .await;
-    }
-
     /// Claim `name` in `ns` bound to volume `<ns>-<name>` of `driver` (handle
     /// `h-<ns>-<name>`), with `modes` and the claim's csi-sim knobs.
     async fn bound_pair(
@@ -107,28 +102,9 @@ impl Stack {
                                   "namespace": ns, "name": name, "uid": uid}}}))
             .await;
         let status = json!({"status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": "1Gi"}}});
-        self.kubectl(&[
-            "patch",
-            "pvc",
-            name,
-            "-n",
-            ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ])
-        .await;
-        self.kubectl(&[
-            "patch",
-            "pv",
-            &volume,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status": {"phase": "Bound"}}"#,
-        ])
-        .await;
+        self.patch_status("pvc", Some(ns), name, &status).await;
+        self.patch_status("pv", None, &volume, &json!({"status": {"phase": "Bound"}}))
+            .await;
         volume
     }
 

@@ -149,9 +149,7 @@ async fn apply_cluster_info(stack: &LauncherStack, kubeconfig: &str) {
         "metadata": {"name": CLUSTER_INFO, "namespace": KUBE_PUBLIC},
         "data": {"kubeconfig": kubeconfig},
     });
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-        .await;
+    stack.apply(&manifest).await;
 }
 
 /// Waits until `cluster-info` carries `value` (or, with `None`, no value) for token `id`.

@@ -238,16 +238,9 @@ async fn signing_flags_are_checked_at_start() {
             "invalid duration \"forever\"",
         ),
     ] {
-        let out = tokio::process::Command::new(RKCM)
-            .arg("launcher")
-            .args(["--runtime-dir", path(&runtime), "--secure-port", "0"])
-            .args(&flags)
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
-        assert!(stderr.contains(expected), "{flags:?}: expected {expected:?} in {stderr}");
+        let mut args = vec!["launcher", "--runtime-dir", path(&runtime), "--secure-port", "0"];
+        args.extend(flags);
+        assert_usage_error(args, expected).await;
     }
 
     let stack = LauncherStack::start(&["--controllers=csrsigning,csrapproving,csrcleaner"]).await;

@@ -16,7 +16,6 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, ListParams};
-use rkcm_conformance::TestCluster;
 use serde_json::Value;
 
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -195,20 +194,12 @@ async fn a_load_balancer_service_gets_its_balancer_errors_are_retried_and_deleti
 /// A kube-sim cluster whose node-sim nodes register without a podCIDR and report no
 /// NetworkUnavailable of their own, posting their status every second.
 async fn sim_cluster_stack(args: &[&str], nodes: usize) -> Option<LauncherStack> {
-    let cluster = TestCluster::start().await.unwrap();
-    if cluster.sim.is_none() {
-        println!("skipped: needs node-sim's nodes and knobs (on a real cluster the simulated cloud would act on its own Nodes)");
-        return None;
-    }
+    let cluster = sim_cluster("needs node-sim's nodes and knobs (on a real cluster the simulated cloud would act on its own Nodes)").await?;
     let config = kube_sim::nodesim::NodeSimConfig {
-        nodes,
-        start_delay: Duration::from_millis(100),
-        lease_renew_interval: Duration::from_secs(1),
-        node_status_update_frequency: Duration::from_secs(1),
         node_status_report_frequency: Duration::from_secs(1),
         assign_pod_cidrs: false,
         network_condition: false,
-        ..Default::default()
+        ..fast_heartbeat_nodes(nodes)
     };
     Some(LauncherStack::start_with_nodes(cluster, args, Some(config)).await)
 }

@@ -20,20 +20,13 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube_sim::nodesim::{NodeSim, NodeSimConfig};
 
-const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
-const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 /// Nodes with this label (value: the test's namespace) run the test's DaemonSet.
 const NODE_LABEL: &str = "rkcm.io/e2e-daemonset";
 const SKIP_TAINT: &str = "rkcm.io/e2e-skip";
 
-/// The worker stack with the daemonset and serviceaccount controllers.
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    /// The worker stack with the daemonset and serviceaccount controllers.
+    struct Stack(LauncherStack);
 }
 
 impl Stack {
@@ -129,20 +122,7 @@ impl Stack {
                 }
             }
         });
-        self.kubectl_stdin(&["apply", "-f", "-"], &daemon_set.to_string())
-            .await;
-    }
-
-    async fn rollout_status(&self, ns: &str, name: &str) {
-        self.kubectl(&[
-            "rollout",
-            "status",
-            &format!("daemonset/{name}"),
-            "-n",
-            ns,
-            "--timeout=90s",
-        ])
-        .await;
+        self.apply(&daemon_set).await;
     }
 
     /// Live (not terminating) pods by the node they are for.
@@ -327,7 +307,7 @@ async fn a_daemon_set_follows_labels_taints_and_new_nodes_then_rolls_forward_and
     .await;
 
     // Every labelled node but the tainted one gets a pod.
-    s.rollout_status(&ns, "daemon").await;
+    s.rollout_status(&ns, "daemonset/daemon").await;
     let mut expected: Vec<&str> = std::iter::once(a.as_str())
         .chain(middle.iter().copied())
         .collect();
@@ -443,7 +423,7 @@ async fn a_daemon_set_follows_labels_taints_and_new_nodes_then_rolls_forward_and
         &ns,
     ])
     .await;
-    s.rollout_status(&ns, "daemon").await;
+    s.rollout_status(&ns, "daemonset/daemon").await;
     s.wait_pods_on(&ns, &expected, IMAGE_2).await;
     let max = recorder.stop();
     assert!(
@@ -465,7 +445,7 @@ async fn a_daemon_set_follows_labels_taints_and_new_nodes_then_rolls_forward_and
     // no new revision appears.
     s.kubectl(&["rollout", "undo", "daemonset/daemon", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "daemon").await;
+    s.rollout_status(&ns, "daemonset/daemon").await;
     s.wait_pods_on(&ns, &expected, IMAGE_1).await;
     let revisions = s.revisions(&ns).await;
     assert_eq!(
@@ -516,7 +496,7 @@ async fn a_surging_update_starts_the_new_pod_before_the_old_one_goes() {
             "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
     )
     .await;
-    s.rollout_status(&ns, "surge").await;
+    s.rollout_status(&ns, "daemonset/surge").await;
     let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
     s.wait_pods_on(&ns, &names, IMAGE_1).await;
 
@@ -530,7 +510,7 @@ async fn a_surging_update_starts_the_new_pod_before_the_old_one_goes() {
         &ns,
     ])
     .await;
-    s.rollout_status(&ns, "surge").await;
+    s.rollout_status(&ns, "daemonset/surge").await;
     s.wait_pods_on(&ns, &names, IMAGE_2).await;
     let max = recorder.stop();
     assert_eq!(

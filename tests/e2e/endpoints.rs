@@ -31,13 +31,8 @@ const HEADLESS: &str = "service.kubernetes.io/headless";
 const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 const LEADER: &str = "control-plane.alpha.kubernetes.io/leader";
 
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    struct Stack(LauncherStack);
 }
 
 /// One address as the checks compare them: (ip, nodeName, target kind, target
@@ -153,21 +148,6 @@ impl Stack {
         Api::namespaced(self.cluster.client.clone(), ns)
     }
 
-    /// `kubectl apply` of an object, or of each item of a `List` (as a stream of objects:
-    /// kubectl's validation has no schema for `List` on kube-sim).
-    async fn apply(&self, ns: &str, manifest: serde_json::Value) {
-        let stream = match manifest["items"].as_array() {
-            Some(items) if manifest["kind"] == "List" => items
-                .iter()
-                .map(|item| item.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => manifest.to_string(),
-        };
-        self.kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &stream)
-            .await;
-    }
-
     /// Waits until the Endpoints `name` exist and `check` accepts them (it says what is
     /// wrong otherwise, for the failure message).
     async fn wait_endpoints(
@@ -278,7 +258,7 @@ async fn endpoints_list_the_selected_pods_as_they_get_ready_and_go() {
 
     // A pod that turns ready only after 10 s, behind its Service: a not-ready address first.
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "List", "items": [
                 {"apiVersion": "v1", "kind": "Pod",
@@ -373,7 +353,7 @@ async fn endpoints_list_the_selected_pods_as_they_get_ready_and_go() {
     // A target port no container names: that port is left out, the others kept; with
     // only such ports, the Endpoints exist without subsets.
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "List", "items": [
                 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mixed"},
@@ -527,7 +507,7 @@ async fn headless_selectorless_and_leftover_endpoints() {
 
     // Check 5: a StatefulSet behind its headless Service.
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "List", "items": [
                 {"apiVersion": "v1", "kind": "Service",
@@ -587,7 +567,7 @@ async fn headless_selectorless_and_leftover_endpoints() {
     // Check 8: a Service without a selector and its hand-made Endpoints; an ExternalName
     // Service with a selector; an Endpoints object without a Service, and a leader lock.
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "List", "items": [
                 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "external"},
@@ -619,7 +599,7 @@ async fn headless_selectorless_and_leftover_endpoints() {
     let external = version("external").await.expect("reading external");
     // The controller is at work meanwhile: a Service created now gets its Endpoints.
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "marker"},
                    "spec": {"selector": {"app": "hs"}, "ports": [{"port": 80}]}}),
@@ -757,7 +737,7 @@ async fn over_a_thousand_addresses_are_truncated() {
         .await;
     println!("{PODS} pods ready after {:?}", started.elapsed());
     stack
-        .apply(
+        .apply_in(
             &ns,
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "big"},
                    "spec": {"selector": {"app": "big"}, "ports": [{"port": 80, "targetPort": 8080}]}}),

@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::{Endpoints, Event};
@@ -141,12 +140,8 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
         }],
     });
     // `apply` adds kubectl's last-applied annotation, which is not mirrored.
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &service.to_string())
-        .await;
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &endpoints.to_string())
-        .await;
+    stack.apply(&service).await;
+    stack.apply(&endpoints).await;
     let live: Endpoints = Api::namespaced(stack.cluster.client.clone(), &ns)
         .get("ext")
         .await
@@ -220,16 +215,7 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
 
     // Address and label edits follow, into the same slice.
     stack
-        .kubectl(&[
-            "patch",
-            "endpoints",
-            "ext",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"labels":{"x":"z"}},"subsets":[{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.4"}],"ports":[{"name":"http","port":8080,"protocol":"TCP"}]}]}"#,
-        ])
+        .merge_patch("endpoints", Some(&ns), "ext", &json!({"metadata":{"labels":{"x":"z"}},"subsets":[{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.4"}],"ports":[{"name":"http","port":8080,"protocol":"TCP"}]}]}))
         .await;
     let wanted = vec![ready("10.0.0.1", true), ready("10.0.0.4", true)];
     let edited = wait_one(&stack, &api, "ext", "the edited Endpoints mirrored", |s| {
@@ -297,34 +283,24 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
 
     // A selector: the endpoints controller's business, not mirrored.
     stack
-        .kubectl(&[
-            "patch",
+        .merge_patch(
             "service",
+            Some(&ns),
             "ext",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"selector":{"app":"nothing"}}}"#,
-        ])
+            &json!({"spec":{"selector":{"app":"nothing"}}}),
+        )
         .await;
     wait_none(&stack, &api, "ext", "no slice once the Service selects").await;
     stack
-        .kubectl(&[
-            "patch",
+        .merge_patch(
             "service",
+            Some(&ns),
             "ext",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"selector":null}}"#,
-        ])
+            &json!({"spec":{"selector":null}}),
+        )
         .await;
     // Whatever the endpoints controller wrote meanwhile, the hand-made content again.
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &endpoints.to_string())
-        .await;
+    stack.apply(&endpoints).await;
     wait_one(
         &stack,
         &api,
@@ -339,9 +315,7 @@ async fn hand_made_endpoints_of_a_selectorless_service_are_mirrored_and_followed
         .kubectl(&["delete", "endpoints", "ext", "-n", &ns])
         .await;
     wait_none(&stack, &api, "ext", "no slice once the Endpoints is gone").await;
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &endpoints.to_string())
-        .await;
+    stack.apply(&endpoints).await;
     wait_one(
         &stack,
         &api,
@@ -483,50 +457,36 @@ async fn a_flag_kcm_refuses_keeps_the_worker_from_starting() {
             "mirroring-concurrent-service-endpoint-syncs must not be less than 1, but got 0",
         ),
     ] {
-        let out = tokio::time::timeout(
-            Duration::from_secs(30),
-            tokio::process::Command::new(RKCM)
-                .args(["worker", "--kubeconfig"])
-                .arg(&cluster.kubeconfig)
-                .args([
-                    "--informer",
-                    "unix:///nonexistent/informer.sock",
-                    "--controllers",
-                    "endpointslicemirroring",
-                    flag,
-                ])
-                .kill_on_drop(true)
-                .output(),
+        let kubeconfig = cluster.kubeconfig.display().to_string();
+        assert_usage_error(
+            [
+                "worker",
+                "--kubeconfig",
+                &kubeconfig,
+                "--informer",
+                "unix:///nonexistent/informer.sock",
+                "--controllers",
+                "endpointslicemirroring",
+                flag,
+            ],
+            message,
         )
-        .await
-        .expect("rkcm exits at once on a bad flag")
-        .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
-        assert!(
-            stderr.contains(message),
-            "{flag}: expected {message:?} in {stderr}"
-        );
+        .await;
         // The launcher, as the static pod runs it, refuses it before starting anything.
         let runtime = tempfile::tempdir().unwrap();
-        let out = tokio::time::timeout(
-            Duration::from_secs(30),
-            tokio::process::Command::new(RKCM)
-                .args(["launcher", "--kubeconfig"])
-                .arg(&cluster.kubeconfig)
-                .arg(format!("--runtime-dir={}", runtime.path().display()))
-                .args(["--controllers", "endpointslicemirroring", flag])
-                .kill_on_drop(true)
-                .output(),
+        let runtime = format!("--runtime-dir={}", runtime.path().display());
+        assert_usage_error(
+            [
+                "launcher",
+                "--kubeconfig",
+                &kubeconfig,
+                &runtime,
+                "--controllers",
+                "endpointslicemirroring",
+                flag,
+            ],
+            message,
         )
-        .await
-        .expect("the launcher exits at once on a bad flag")
-        .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "launcher {flag}: {stderr}");
-        assert!(
-            stderr.contains(message),
-            "launcher {flag}: expected {message:?} in {stderr}"
-        );
+        .await;
     }
 }

@@ -31,13 +31,8 @@ const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 const TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    struct Stack(LauncherStack);
 }
 
 /// (ready, serving, terminating) of an endpoint.
@@ -173,18 +168,6 @@ impl Stack {
             }
         })
         .await
-    }
-
-    /// `kubectl apply` of each object (a stream: kubectl has no schema for `List` on
-    /// kube-sim).
-    async fn apply(&self, ns: &str, objects: &[serde_json::Value]) {
-        let stream = objects
-            .iter()
-            .map(|o| o.to_string())
-            .collect::<Vec<_>>()
-            .join("\n");
-        self.kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &stream)
-            .await;
     }
 
     /// The Service's events from this controller: (type, reason, message).
@@ -462,14 +445,14 @@ async fn slices_follow_pods_are_restored_and_go_with_their_service() {
     // Check 8: a Service without a selector gets no slice from this controller (checked
     // once a Service created after it has its slice).
     stack
-        .apply(
+        .apply_in(
             &ns,
-            &[
-                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "manual"},
-                       "spec": {"ports": [{"port": 80}]}}),
-                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "probe"},
-                       "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
-            ],
+            json!({"kind": "List", "items": [
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "manual"},
+                 "spec": {"ports": [{"port": 80}]}},
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "probe"},
+                 "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+            ]}),
         )
         .await;
     stack
@@ -566,10 +549,10 @@ async fn slices_hold_at_most_max_endpoints_per_slice() {
         .await;
     let started = Instant::now();
     stack
-        .apply(
+        .apply_in(
             &ns,
-            &[json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "small"},
-                     "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}})],
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "small"},
+                     "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
         )
         .await;
     let slices = stack
@@ -611,11 +594,11 @@ async fn topology_hints_follow_the_zones_of_ready_endpoints() {
             .unwrap_or_else(|e| stack.fail(format!("creating a pod in {zone}: {e}")));
     }
     stack
-        .apply(
+        .apply_in(
             &ns,
-            &[json!({"apiVersion": "v1", "kind": "Service",
+            json!({"apiVersion": "v1", "kind": "Service",
                      "metadata": {"name": "hints", "annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
-                     "spec": {"selector": {"app": "hints"}, "ports": [{"port": 80, "targetPort": 8080}]}})],
+                     "spec": {"selector": {"app": "hints"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
         )
         .await;
     stack.wait_ready_pods(&ns, "app=hints", 3).await;
@@ -710,23 +693,7 @@ async fn bad_flags_exit_2_with_kcms_message() {
             ],
             vec!["worker", "--informer", "unix:///nonexistent/informer.sock"],
         ] {
-            let out = tokio::time::timeout(
-                Duration::from_secs(30),
-                tokio::process::Command::new(RKCM)
-                    .args(&command)
-                    .arg(flag)
-                    .kill_on_drop(true)
-                    .output(),
-            )
-            .await
-            .expect("rkcm exits at once on bad flags")
-            .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{command:?} {flag}: {stderr}");
-            assert!(
-                stderr.contains(expected),
-                "{command:?} {flag}: expected {expected:?} in {stderr}"
-            );
+            assert_usage_error(command.into_iter().chain([flag]), expected).await;
         }
     }
 }

@@ -250,15 +250,7 @@ async fn storage_version_gc_drops_records_of_gone_servers() {
             let status = json!({"status": {"storageVersions": records,
                                            "commonEncodingVersion": "e2e.rkcm.io/v1"}});
             stack
-                .kubectl(&[
-                    "patch",
-                    "storageversion",
-                    &name,
-                    "--subresource=status",
-                    "--type=merge",
-                    "-p",
-                    &status.to_string(),
-                ])
+                .patch_status("storageversion", None, &name, &status)
                 .await;
         }
     };
@@ -357,21 +349,15 @@ async fn gated_controllers_stay_off_with_their_gates_off() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_gate_stops_the_launcher() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tokio::process::Command::new(RKCM)
-        .args([
+    assert_usage_error(
+        [
             "launcher",
             "--kubeconfig",
             "/nonexistent/kubeconfig",
             "--feature-gates=NoSuchGate=true",
-        ])
-        .arg(format!("--runtime-dir={}", dir.path().display()))
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("unrecognized feature gate: NoSuchGate"),
-        "{stderr}"
-    );
+            &format!("--runtime-dir={}", dir.path().display()),
+        ],
+        "unrecognized feature gate: NoSuchGate",
+    )
+    .await;
 }

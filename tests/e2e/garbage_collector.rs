@@ -533,9 +533,7 @@ async fn an_orphan_deletion_made_while_the_collector_is_down_keeps_replicasets_a
                 "template": {"metadata": {"labels": {"app": name}},
                     "spec": {"terminationGracePeriodSeconds": 0,
                         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}});
-        stack
-            .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-            .await;
+        stack.apply(&manifest).await;
     }
     let deployments: Api<Deployment> = Api::namespaced(stack.cluster.client.clone(), &ns);
     let sets: Api<ReplicaSet> = Api::namespaced(stack.cluster.client.clone(), &ns);

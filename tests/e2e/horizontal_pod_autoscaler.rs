@@ -71,12 +71,6 @@ fn cpu_hpa(name: &str, target: &str, behavior: Option<Value>) -> Value {
     hpa
 }
 
-async fn apply(stack: &LauncherStack, ns: &str, manifest: &Value) {
-    stack
-        .kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &manifest.to_string())
-        .await;
-}
-
 /// Waits until the app's `count` pods run, have been Ready for [`READY_FOR`], and the
 /// resource metrics API reports each of them.
 async fn wait_for_samples(stack: &LauncherStack, ns: &str, app: &str, count: usize) {
@@ -238,9 +232,11 @@ async fn cpu_utilization_scales_within_bounds_and_stabilizes() {
         return;
     }
     let ns = stack.namespace("hpa").await;
-    apply(&stack, &ns, &deployment("web", 2, Some("100m"), "100m")).await;
+    stack
+        .apply_in(&ns, &deployment("web", 2, Some("100m"), "100m"))
+        .await;
     wait_for_samples(&stack, &ns, "web", 2).await;
-    apply(&stack, &ns, &cpu_hpa("web", "web", None)).await;
+    stack.apply_in(&ns, &cpu_hpa("web", "web", None)).await;
 
     // 2. The first scale-up: 100 % of the request against 50 % gives 4.
     let first = stack
@@ -481,8 +477,12 @@ async fn behavior_policies_and_errors() {
     let started = Instant::now();
     let stack = start().await;
     let ns = stack.namespace("hpa-b").await;
-    apply(&stack, &ns, &deployment("slow", 2, Some("100m"), "100m")).await;
-    apply(&stack, &ns, &deployment("noreq", 1, None, "100m")).await;
+    stack
+        .apply_in(&ns, &deployment("slow", 2, Some("100m"), "100m"))
+        .await;
+    stack
+        .apply_in(&ns, &deployment("noreq", 1, None, "100m"))
+        .await;
     wait_for_samples(&stack, &ns, "slow", 2).await;
 
     // 6. (kube-sim: CPU usage from the pods' annotation)
@@ -496,7 +496,9 @@ async fn behavior_policies_and_errors() {
             "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]},
             "scaleDown": {"selectPolicy": "Disabled"},
         });
-        apply(&stack, &ns, &cpu_hpa("slow", "slow", Some(behavior))).await;
+        stack
+            .apply_in(&ns, &cpu_hpa("slow", "slow", Some(behavior)))
+            .await;
         let limited = wait_condition(
             &stack,
             &ns,
@@ -566,7 +568,7 @@ async fn behavior_policies_and_errors() {
     }
 
     // 8a. A target without cpu requests.
-    apply(&stack, &ns, &cpu_hpa("noreq", "noreq", None)).await;
+    stack.apply_in(&ns, &cpu_hpa("noreq", "noreq", None)).await;
     let failing = wait_condition(
         &stack,
         &ns,
@@ -606,7 +608,7 @@ async fn behavior_policies_and_errors() {
     }
 
     // 8b. A missing target.
-    apply(&stack, &ns, &cpu_hpa("ghost", "ghost", None)).await;
+    stack.apply_in(&ns, &cpu_hpa("ghost", "ghost", None)).await;
     wait_condition(
         &stack,
         &ns,
@@ -618,7 +620,9 @@ async fn behavior_policies_and_errors() {
     .await;
 
     // 8c. Two HPAs on the same pods.
-    apply(&stack, &ns, &cpu_hpa("slow-twin", "slow", None)).await;
+    stack
+        .apply_in(&ns, &cpu_hpa("slow-twin", "slow", None))
+        .await;
     wait_condition(
         &stack,
         &ns,
@@ -650,7 +654,9 @@ async fn autoscaling_v1_hpa_scales_and_reports_through_v1() {
         return;
     }
     let ns = stack.namespace("hpa-v1").await;
-    apply(&stack, &ns, &deployment("web", 2, Some("100m"), "100m")).await;
+    stack
+        .apply_in(&ns, &deployment("web", 2, Some("100m"), "100m"))
+        .await;
     wait_for_samples(&stack, &ns, "web", 2).await;
     let v1 = json!({
         "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
@@ -658,7 +664,7 @@ async fn autoscaling_v1_hpa_scales_and_reports_through_v1() {
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
                  "minReplicas": 1, "maxReplicas": 10, "targetCPUUtilizationPercentage": 50},
     });
-    apply(&stack, &ns, &v1).await;
+    stack.apply_in(&ns, &v1).await;
     let first = stack
         .wait("the first rescale of the v1 HPA", || {
             let ns = ns.clone();
@@ -718,7 +724,7 @@ async fn pods_custom_metric_scales_on_average_value() {
     let ns = stack.namespace("hpa-rps").await;
     let mut api = deployment("api", 2, Some("100m"), "10m");
     api["spec"]["template"]["metadata"]["annotations"]["sim.rkcm.io/metric.rps"] = json!("20");
-    apply(&stack, &ns, &api).await;
+    stack.apply_in(&ns, &api).await;
     wait_for_samples(&stack, &ns, "api", 2).await;
     let hpa_manifest = json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -729,7 +735,7 @@ async fn pods_custom_metric_scales_on_average_value() {
             "metrics": [{"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {"type": "AverageValue", "averageValue": "10"}}}],
         },
     });
-    apply(&stack, &ns, &hpa_manifest).await;
+    stack.apply_in(&ns, &hpa_manifest).await;
     let first = stack
         .wait("the first rescale on rps", || {
             let ns = ns.clone();

@@ -317,19 +317,8 @@ async fn bad_configuration_exits_2_with_the_reason() {
             "must be greater than --leader-elect-renew-deadline",
         ),
     ] {
-        let out = tokio::process::Command::new(RKCM)
-            .arg("launcher")
-            .args(["--runtime-dir", runtime, "--secure-port", "0"])
-            .args(&args)
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(expected),
-            "{args:?}: expected {expected:?} in {stderr}"
-        );
+        let command = ["launcher", "--runtime-dir", runtime, "--secure-port", "0"];
+        assert_usage_error(command.into_iter().chain(args), expected).await;
     }
 }
 

@@ -10,20 +10,15 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use common::{
-    has_sample, metric_sum, simulated_nodes_with, ControllerStack, Launcher, LauncherStack, RKCM,
-    STACK_WAIT,
+    assert_usage_error, fast_heartbeat_nodes, has_sample, metric_sum, sim_cluster,
+    simulated_nodes_with, suite_stack, ControllerStack, Launcher, LauncherStack, RKCM, STACK_WAIT,
 };
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
-use rkcm_conformance::{wait_for, TestCluster};
+use rkcm_conformance::wait_for;
 
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    struct Stack(LauncherStack);
 }
 
 /// `cidr` as (network address, prefix) — enough to check containment in tests.
@@ -74,24 +69,16 @@ impl Stack {
     /// with `flags`, and `nodes` node-sim nodes registered without a podCIDR; `None` on a
     /// real cluster (its nodes have their CIDRs already).
     async fn start(flags: &[&str], nodes: usize) -> Option<Stack> {
-        let cluster = TestCluster::start().await.unwrap();
-        if cluster.sim.is_none() {
-            println!("skipped: nodes without a podCIDR need node-sim");
-            return None;
-        }
+        let cluster = sim_cluster("nodes without a podCIDR need node-sim").await?;
         let mut args = vec![
             "--controllers",
             "node-ipam-controller,nodelifecycle,root-ca-cert-publisher,serviceaccount",
         ];
         args.extend_from_slice(flags);
         let nodes = kube_sim::nodesim::NodeSimConfig {
-            nodes,
-            start_delay: Duration::from_millis(100),
-            lease_renew_interval: Duration::from_secs(1),
-            node_status_update_frequency: Duration::from_secs(1),
             node_status_report_frequency: Duration::from_secs(1),
             assign_pod_cidrs: false,
-            ..Default::default()
+            ..fast_heartbeat_nodes(nodes)
         };
         Some(Stack(
             LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
@@ -361,11 +348,9 @@ async fn dual_stack_nodes_get_one_cidr_per_family() {
 /// The launcher takes the flags and passes them on to its worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_launcher_passes_the_flags_to_its_worker() {
-    let cluster = TestCluster::start().await.unwrap();
-    if cluster.sim.is_none() {
-        println!("skipped: nodes without a podCIDR need node-sim");
+    let Some(cluster) = sim_cluster("nodes without a podCIDR need node-sim").await else {
         return;
-    }
+    };
     let launcher = Launcher::start(
         &cluster,
         &format!("rkcm-ipam-{}", kube_sim::api::random_suffix(5)),
@@ -443,23 +428,7 @@ async fn bad_flag_combinations_exit_2_with_upstreams_message() {
             vec!["launcher", "--runtime-dir", runtime.as_str(), "--secure-port", "0"],
             vec!["worker", "--informer", "unix:///nonexistent/informer.sock"],
         ] {
-            let out = tokio::time::timeout(
-                Duration::from_secs(30),
-                tokio::process::Command::new(RKCM)
-                    .args(&command)
-                    .args(&flags)
-                    .kill_on_drop(true)
-                    .output(),
-            )
-            .await
-            .expect("rkcm exits at once on bad flags")
-            .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{command:?} {flags:?}: {stderr}");
-            assert!(
-                stderr.contains(expected),
-                "{command:?} {flags:?}: expected {expected:?} in {stderr}"
-            );
+            assert_usage_error(command.iter().chain(&flags), expected).await;
         }
     }
     // Without --allocate-node-cidrs the same flags are not looked at (KCM does not start

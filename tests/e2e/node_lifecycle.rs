@@ -9,10 +9,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{metric_sum, ControllerStack, LauncherStack};
+use common::{fast_heartbeat_nodes, metric_sum, sim_cluster, ControllerStack, LauncherStack};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
-use rkcm_conformance::TestCluster;
 
 const FAST: &[&str] = &[
     "--node-monitor-period=1s",
@@ -40,22 +39,12 @@ impl Stack {
 
     /// [`Stack::start`] with `count` nodes (zones a, b, c round robin).
     async fn start_nodes(controllers: &str, count: usize) -> Option<Stack> {
-        let cluster = TestCluster::start().await.unwrap();
-        if cluster.sim.is_none() {
-            println!("skipped: node-sim faults need kube-sim");
-            return None;
-        }
+        let cluster = sim_cluster("node-sim faults need kube-sim").await?;
         // The pods' kube-api-access volume needs the root-ca publisher's ConfigMap.
         let controllers = format!("{controllers},root-ca-cert-publisher");
         let mut args = vec!["--controllers", controllers.as_str()];
         args.extend_from_slice(FAST);
-        let nodes = kube_sim::nodesim::NodeSimConfig {
-            nodes: count,
-            start_delay: Duration::from_millis(100),
-            lease_renew_interval: Duration::from_secs(1),
-            node_status_update_frequency: Duration::from_secs(1),
-            ..Default::default()
-        };
+        let nodes = fast_heartbeat_nodes(count);
         Some(Stack(
             LauncherStack::start_with_nodes(cluster, &args, Some(nodes)).await,
             count,
@@ -85,22 +74,6 @@ impl Stack {
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.cluster.client.clone(), namespace)
-    }
-
-    async fn namespace(&self, prefix: &str) -> String {
-        let name = format!("{prefix}-{}", kube_sim::api::random_suffix(5));
-        self.kubectl(&["create", "namespace", &name]).await;
-        // Made by hand when no serviceaccount controller runs (one that does may be first).
-        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-            Api::namespaced(self.cluster.client.clone(), &name);
-        let account = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))
-            .unwrap_or_else(|e| self.fail(format!("{e}")));
-        match accounts.create(&Default::default(), &account).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => self.fail(format!("creating the default ServiceAccount: {error}")),
-        }
-        name
     }
 
     /// A pause pod bound to `node`, tolerating `unreachable` and `not-ready` NoExecute
@@ -371,7 +344,7 @@ async fn a_partition_marks_pods_evicts_in_order_and_recovery_cancels() {
         return;
     };
     s.all_nodes_untainted().await;
-    let ns = s.namespace("partition").await;
+    let ns = s.namespace_with_account("partition").await;
     s.pod_on(&ns, "now", "sim-node-2", Some(0)).await;
     s.pod_on(&ns, "after-5s", "sim-node-2", Some(5)).await;
     s.pod_on(&ns, "for-ever", "sim-node-2", None).await;
@@ -516,7 +489,7 @@ async fn without_the_taint_eviction_controller_nodes_are_tainted_but_nothing_is_
         return;
     };
     s.all_nodes_untainted().await;
-    let ns = s.namespace("split").await;
+    let ns = s.namespace_with_account("split").await;
     s.pod_on(&ns, "now", "sim-node-2", Some(0)).await;
     s.kubectl(&[
         "annotate",
@@ -552,7 +525,7 @@ async fn when_every_node_is_down_no_node_keeps_a_no_execute_taint() {
         return;
     };
     s.all_nodes_untainted().await;
-    let ns = s.namespace("disruption").await;
+    let ns = s.namespace_with_account("disruption").await;
     s.pod_on(&ns, "tolerates-60s", "sim-node-1", Some(60)).await;
     s.kubectl(&[
         "annotate",

@@ -11,7 +11,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{metric_sum, simulated_nodes_with, ControllerStack, LauncherStack};
+use common::{
+    fast_heartbeat_nodes, metric_sum, simulated_nodes_with, ControllerStack, LauncherStack,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use rkcm_conformance::{wait_for, TestCluster};
@@ -49,13 +51,6 @@ impl Stack {
         }
         Stack {
             inner: LauncherStack::start_with_nodes(cluster, &args, nodes).await,
-        }
-    }
-
-    async fn namespace(&self, prefix: &str) -> String {
-        match self.cluster.namespace(prefix).await {
-            Ok(name) => name,
-            Err(error) => self.fail(format!("creating a namespace: {error:#}")),
         }
     }
 
@@ -158,13 +153,7 @@ const FAST_NODE_LIFECYCLE: &[&str] = &[
 
 /// Three nodes with fast heartbeats (for node-lifecycle's short grace period).
 fn fast_nodes() -> kube_sim::nodesim::NodeSimConfig {
-    kube_sim::nodesim::NodeSimConfig {
-        nodes: 3,
-        start_delay: Duration::from_millis(100),
-        lease_renew_interval: Duration::from_secs(1),
-        node_status_update_frequency: Duration::from_secs(1),
-        ..Default::default()
-    }
+    fast_heartbeat_nodes(3)
 }
 
 /// A pod that runs nothing of its own: no API token, one container.
@@ -185,7 +174,7 @@ fn pod(name: &str, spec: serde_json::Value, finalizers: &[&str]) -> serde_json::
 #[tokio::test]
 async fn an_orphaned_pod_is_marked_failed_then_deleted() {
     let s = Stack::start(&["--controllers", "podgc"], &[], None).await;
-    let ns = s.namespace("orphan").await;
+    let ns = s.namespace_with_account("orphan").await;
     let started = Instant::now();
     s.create_pod(
         &ns,
@@ -245,7 +234,7 @@ async fn unscheduled_and_terminated_pods() {
     if s.nodes.is_none() {
         println!("note: the terminated-pod threshold counts every finished pod of this cluster");
     }
-    let ns = s.namespace("podgc").await;
+    let ns = s.namespace_with_account("podgc").await;
     let pods = s.pods(&ns);
 
     s.create_pod(
@@ -352,7 +341,7 @@ async fn a_pod_terminating_on_an_out_of_service_node_is_force_deleted() {
         println!("skipped on a real cluster: the partition fault needs kube-sim's node-sim");
         return;
     };
-    let ns = s.namespace("oos").await;
+    let ns = s.namespace_with_account("oos").await;
     let pods = s.pods(&ns);
     s.create_pod(
         &ns,

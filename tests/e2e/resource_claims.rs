@@ -48,12 +48,6 @@ async fn get_json<S: ControllerStack>(stack: &S, args: &[&str]) -> Option<Value>
     serde_json::from_str(&out).ok()
 }
 
-async fn apply<S: ControllerStack>(stack: &S, manifest: Value) {
-    stack
-        .kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-        .await;
-}
-
 fn template(ns: &str) -> Value {
     json!({"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClaimTemplate",
            "metadata": {"name": "gpu-template", "namespace": ns},
@@ -94,19 +88,13 @@ fn reserved_uids(claim: &Value) -> Vec<String> {
 /// Plays the resource driver: the claim is allocated (status subresource).
 async fn allocate<S: ControllerStack>(stack: &S, ns: &str, claim: &str, reserved_for: Value) {
     stack
-        .kubectl(&[
-            "patch",
+        .patch_status(
             "resourceclaim",
+            Some(ns),
             claim,
-            "-n",
-            ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
             &json!({"status": {"driverName": "gpu.sim.rkcm.io", "allocation": {},
-                               "reservedFor": reserved_for}})
-            .to_string(),
-        ])
+                               "reservedFor": reserved_for}}),
+        )
         .await;
 }
 
@@ -119,17 +107,15 @@ async fn a_pod_gets_its_claim_which_goes_with_it() {
     }
     let stack = LauncherStack::start_on(cluster, &["--controllers", CONTROLLERS, GATE]).await;
     let ns = stack.namespace("claims").await;
-    apply(&stack, template(&ns)).await;
-    apply(
-        &stack,
-        pod(
+    stack.apply(template(&ns)).await;
+    stack
+        .apply(pod(
             &ns,
             "app",
             json!({"resourceClaimTemplateName": "gpu-template"}),
             json!({}),
-        ),
-    )
-    .await;
+        ))
+        .await;
 
     // Check 1: the claim is made from the template and recorded in the pod's status.
     let pod = stack
@@ -227,17 +213,15 @@ async fn reservations_of_pods_gone_or_finished_are_dropped() {
     let claim = json!({"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClaim",
                        "metadata": {"name": "shared", "namespace": ns},
                        "spec": {"resourceClassName": "sim-gpu"}});
-    apply(&stack, claim).await;
-    apply(
-        &stack,
-        pod(
+    stack.apply(claim).await;
+    stack
+        .apply(pod(
             &ns,
             "gone",
             json!({"resourceClaimName": "shared"}),
             json!({}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     let gone = get_json(&stack, &["pod", "gone", "-n", &ns])
         .await
         .unwrap_or_default();
@@ -288,18 +272,16 @@ async fn reservations_of_pods_gone_or_finished_are_dropped() {
     let immediate = json!({"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClaim",
                            "metadata": {"name": "immediate", "namespace": ns},
                            "spec": {"resourceClassName": "sim-gpu", "allocationMode": "Immediate"}});
-    apply(&stack, immediate).await;
+    stack.apply(immediate).await;
     allocate(&stack, &ns, "immediate", json!(null)).await;
-    apply(
-        &stack,
-        pod(
+    stack
+        .apply(pod(
             &ns,
             "job",
             json!({"resourceClaimName": "immediate"}),
             json!({"sim.rkcm.io/exit-after": "2s"}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     let pod_uid = stack
         .wait("the scheduler to reserve the claim for the pod", || {
             let stack = &stack;
@@ -344,17 +326,15 @@ async fn with_the_gate_off_the_controller_does_not_run() {
     }
     let stack = LauncherStack::start_on(cluster, &["--controllers", CONTROLLERS]).await;
     let ns = stack.namespace("gate-off").await;
-    apply(&stack, template(&ns)).await;
-    apply(
-        &stack,
-        pod(
+    stack.apply(template(&ns)).await;
+    stack
+        .apply(pod(
             &ns,
             "app",
             json!({"resourceClaimTemplateName": "gpu-template"}),
             json!({}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     // The scheduler has looked at the pod: its claim is not created yet.
     let pod = stack
         .wait("the scheduler to report the pod unschedulable", || {

@@ -34,14 +34,9 @@ const WIDGET_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "C
   "versions": [{"name": "v1", "served": true, "storage": true,
    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
 
-/// The cluster (with the CRD), its nodes and the launcher.
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    /// The cluster (with the CRD), its nodes and the launcher.
+    struct Stack(LauncherStack);
 }
 
 type Status = (BTreeMap<String, String>, BTreeMap<String, String>);
@@ -73,30 +68,6 @@ impl Stack {
             )
             .await,
         )
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> String {
-        match self.cluster.kubectl_ok(args).await {
-            Ok(out) => out,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
-    }
-
-    async fn apply(&self, ns: &str, manifest: serde_json::Value) {
-        if let Err(error) = self
-            .cluster
-            .kubectl_stdin(&["apply", "-n", ns, "-f", "-"], &manifest.to_string())
-            .await
-        {
-            self.fail(format!("{error:#}"));
-        }
-    }
-
-    async fn namespace(&self, prefix: &str) -> String {
-        match self.cluster.namespace(prefix).await {
-            Ok(ns) => ns,
-            Err(error) => self.fail(format!("{error:#}")),
-        }
     }
 
     /// A quota's (status.hard, status.used) as strings.
@@ -181,8 +152,8 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
 
     // 1. A new quota: hard and a usage for every key within 2 s, counted by the
     // controller (a Widget made before the quota is there only for it to count).
-    let ns = s.namespace("rq").await;
-    s.apply(
+    let ns = s.namespace_with_account("rq").await;
+    s.apply_in(
         &ns,
         json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}}),
     )
@@ -190,7 +161,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     let hard = json!({"pods": "10", "requests.cpu": "2", "limits.memory": "4Gi",
         "count/deployments.apps": "2", "services.nodeports": "2", "configmaps": "5",
         "count/widgets.example.com": "3"});
-    s.apply(&ns, quota("q", json!({"hard": hard}))).await;
+    s.apply_in(&ns, quota("q", json!({"hard": hard}))).await;
     s.wait_status(
         &ns,
         "q",
@@ -218,7 +189,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     .await;
 
     // 2. A Deployment's pods, then a scale-down.
-    s.apply(
+    s.apply_in(
         &ns,
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
@@ -247,7 +218,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     )
     .await;
     // Another Widget is counted, and a deleted one no more.
-    s.apply(
+    s.apply_in(
         &ns,
         json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}}),
     )
@@ -287,7 +258,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     .await;
 
     // 5. A NodePort Service, then ClusterIP; a hard key removed.
-    s.apply(
+    s.apply_in(
         &ns,
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "np"},
             "spec": {"type": "NodePort", "selector": {"app": "web"},
@@ -298,10 +269,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         used_is(status, &[("services.nodeports", "2")])
     })
     .await;
-    s.kubectl(&[
-        "patch", "service", "np", "-n", &ns, "--type=merge",
-        "-p", r#"{"spec": {"type": "ClusterIP", "ports": [{"name": "a", "port": 80, "nodePort": null}, {"name": "b", "port": 81, "nodePort": null}]}}"#,
-    ])
+    s.merge_patch("service", Some(&ns), "np", &json!({"spec": {"type": "ClusterIP", "ports": [{"name": "a", "port": 80, "nodePort": null}, {"name": "b", "port": 81, "nodePort": null}]}}))
     .await;
     s.wait_status(
         &ns,
@@ -338,8 +306,8 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     .await;
 
     // 3. A finished pod leaves pods and requests.cpu, not count/pods.
-    let finish = s.namespace("rq-finish").await;
-    s.apply(
+    let finish = s.namespace_with_account("rq-finish").await;
+    s.apply_in(
         &finish,
         quota(
             "done",
@@ -363,7 +331,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     // A real kubelet runs `true`.
     finished["spec"]["containers"][0]["image"] = json!("busybox:1.36");
     finished["spec"]["containers"][0]["command"] = json!(["true"]);
-    s.apply(&finish, finished).await;
+    s.apply_in(&finish, finished).await;
     s.wait_status(
         &finish,
         "done",
@@ -387,23 +355,16 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     .await;
 
     // 4. Scopes: best effort, not terminating, priority class high.
-    let scoped = s.namespace("rq-scopes").await;
-    if let Err(error) = s
-        .cluster
-        .kubectl_stdin(
-            &["apply", "-f", "-"],
-            &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": "high"}, "value": 1000})
-            .to_string(),
-        )
-        .await
-    {
-        s.fail(format!("{error:#}"));
-    }
+    let scoped = s.namespace_with_account("rq-scopes").await;
+    s.apply(
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 1000}),
+    )
+    .await;
     // The pods first: what the quotas show is the controller's count, not admission's.
     let cpu = json!({"requests": {"cpu": "10m"}});
-    s.apply(&scoped, pod("plain", json!({}))).await;
-    s.apply(
+    s.apply_in(&scoped, pod("plain", json!({}))).await;
+    s.apply_in(
         &scoped,
         pod(
             "deadline",
@@ -411,7 +372,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         ),
     )
     .await;
-    s.apply(
+    s.apply_in(
         &scoped,
         pod(
             "important",
@@ -419,7 +380,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         ),
     )
     .await;
-    s.apply(
+    s.apply_in(
         &scoped,
         quota(
             "best-effort",
@@ -427,7 +388,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         ),
     )
     .await;
-    s.apply(
+    s.apply_in(
         &scoped,
         quota(
             "not-terminating",
@@ -435,7 +396,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         ),
     )
     .await;
-    s.apply(
+    s.apply_in(
         &scoped,
         quota(
             "high",
@@ -459,7 +420,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
         .await;
     }
     // A pod of the scope is charged at admission; one outside it is not.
-    s.apply(&scoped, pod("plain-2", json!({}))).await;
+    s.apply_in(&scoped, pod("plain-2", json!({}))).await;
     s.wait_status(
         &scoped,
         "best-effort",
@@ -479,8 +440,8 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     }
 
     // 10. Over quota: the API server refuses the 4th pod.
-    let over = s.namespace("rq-over").await;
-    s.apply(&over, quota("three", json!({"hard": {"pods": "3"}})))
+    let over = s.namespace_with_account("rq-over").await;
+    s.apply_in(&over, quota("three", json!({"hard": {"pods": "3"}})))
         .await;
     s.wait_status(
         &over,
@@ -491,7 +452,7 @@ async fn resource_quota_status_scopes_replenishment_and_admission() {
     )
     .await;
     for name in ["p1", "p2", "p3"] {
-        s.apply(&over, pod(name, json!({}))).await;
+        s.apply_in(&over, pod(name, json!({}))).await;
     }
     let refused = s
         .cluster

@@ -18,18 +18,11 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use tokio::sync::oneshot;
 
-const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
-const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 const REVISION_LABEL: &str = "controller-revision-hash";
 
-/// The worker stack with only the statefulset controller.
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    /// The worker stack with only the statefulset controller.
+    struct Stack(LauncherStack);
 }
 
 impl Stack {
@@ -80,18 +73,6 @@ impl Stack {
             .collect();
         names.sort();
         names
-    }
-
-    async fn rollout_status(&self, ns: &str, set: &str) -> String {
-        self.kubectl(&[
-            "rollout",
-            "status",
-            &format!("statefulset/{set}"),
-            "-n",
-            ns,
-            "--timeout=90s",
-        ])
-        .await
     }
 
     /// The events of `object` in `ns`: (reason, message, count).
@@ -305,7 +286,7 @@ async fn ordered_ready_rollout_update_undo_partition_and_scale_down() {
     // --- Creation: web-0, then web-1 once web-0 is Ready, then web-2. ---
     s.kubectl_stdin(&["create", "-n", &ns, "-f", "-"], WEB)
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "statefulset/web").await;
     let created = log.snapshot();
     assert_eq!(
         creation_order(&created, &HashSet::new()),
@@ -398,7 +379,7 @@ async fn ordered_ready_rollout_update_undo_partition_and_scale_down() {
         &ns,
     ])
     .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "statefulset/web").await;
     let after = log.snapshot();
     assert_eq!(
         creation_order(&after[mark..], &old_uids),
@@ -459,7 +440,7 @@ async fn ordered_ready_rollout_update_undo_partition_and_scale_down() {
         )
     })
     .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "statefulset/web").await;
     let numbers: Vec<(String, i64)> = s
         .revisions(&ns)
         .await
@@ -495,7 +476,7 @@ async fn ordered_ready_rollout_update_undo_partition_and_scale_down() {
         &ns,
     ])
     .await;
-    let out = s.rollout_status(&ns, "web").await;
+    let out = s.rollout_status(&ns, "statefulset/web").await;
     assert!(
         out.contains("partitioned roll out complete"),
         "rollout status said: {out}"

@@ -95,11 +95,7 @@ impl Stack {
                 .to_string();
             self.made.lock().unwrap().push((kind, name));
         }
-        let mut args = vec!["apply", "-f", "-"];
-        if let Some(namespace) = namespace {
-            args.extend(["-n", namespace]);
-        }
-        self.kubectl_stdin(&args, &manifest.to_string()).await;
+        self.apply_objects(namespace, &manifest).await;
     }
 
     /// A volume `name` (made unique) of `size`, RWO, class "", hostPath under /tmp, with

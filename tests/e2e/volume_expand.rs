@@ -81,44 +81,25 @@ async fn bound_pair(stack: &LauncherStack, ns: &str, name: &str, class: &str, so
         )
         .await;
     let status = json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
+    stack.patch_status("pvc", Some(ns), name, &status).await;
     stack
-        .kubectl(&[
-            "patch",
-            "pvc",
-            name,
-            "-n",
-            ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ])
-        .await;
-    stack
-        .kubectl(&[
-            "patch",
+        .patch_status(
             "pv",
+            None,
             &format!("{ns}-{name}"),
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status": {"phase": "Bound"}}"#,
-        ])
+            &json!({"status": {"phase": "Bound"}}),
+        )
         .await;
 }
 
 async fn grow(stack: &LauncherStack, ns: &str, name: &str) {
     stack
-        .kubectl(&[
-            "patch",
+        .merge_patch(
             "pvc",
+            Some(ns),
             name,
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec": {"resources": {"requests": {"storage": "2Gi"}}}}"#,
-        ])
+            &json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+        )
         .await;
 }
 

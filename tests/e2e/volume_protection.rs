@@ -29,13 +29,8 @@ const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
 /// loaded machine, and the time taken is printed.
 const READD_WAIT: Duration = Duration::from_secs(10);
 
-struct Stack(LauncherStack);
-
-impl std::ops::Deref for Stack {
-    type Target = LauncherStack;
-    fn deref(&self) -> &LauncherStack {
-        &self.0
-    }
+suite_stack! {
+    struct Stack(LauncherStack);
 }
 
 fn finalizers(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
@@ -57,11 +52,6 @@ impl Stack {
 
     fn pods(&self, ns: &str) -> Api<Pod> {
         Api::namespaced(self.cluster.client.clone(), ns)
-    }
-
-    async fn apply(&self, manifest: Value) {
-        self.kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-            .await;
     }
 
     async fn claim(&self, ns: &str, name: &str) -> Option<PersistentVolumeClaim> {
@@ -104,32 +94,12 @@ impl Stack {
         self.set_volume_phase(volume, "Bound").await;
         let status = json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
                                        "capacity": {"storage": "1Gi"}}});
-        self.kubectl(&[
-            "patch",
-            "pvc",
-            claim,
-            "-n",
-            ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ])
-        .await;
+        self.patch_status("pvc", Some(ns), claim, &status).await;
     }
 
     async fn set_volume_phase(&self, volume: &str, phase: &str) {
         let status = json!({"status": {"phase": phase}});
-        self.kubectl(&[
-            "patch",
-            "pv",
-            volume,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ])
-        .await;
+        self.patch_status("pv", None, volume, &status).await;
     }
 
     /// How many keys the controller's queue has finished (its work-duration count).
@@ -595,23 +565,8 @@ async fn a_bad_ephemeral_volume_flag_stops_the_start() {
         flag,
     ];
     for args in [&worker[..], &launcher[..]] {
-        let out = tokio::time::timeout(
-            Duration::from_secs(30),
-            tokio::process::Command::new(RKCM)
-                .args(args)
-                .arg("--kubeconfig")
-                .arg(&cluster.kubeconfig)
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("rkcm exits at once on a bad flag")
-        .expect("rkcm runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(message),
-            "{args:?}: expected {message:?} in {stderr}"
-        );
+        let kubeconfig = cluster.kubeconfig.display().to_string();
+        let kubeconfig = ["--kubeconfig", kubeconfig.as_str()];
+        assert_usage_error(args.iter().chain(&kubeconfig), message).await;
     }
 }

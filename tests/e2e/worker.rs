@@ -16,18 +16,11 @@ use kube::api::{Api, DeleteParams, ListParams};
 use rkcm_conformance::wait_for;
 
 const WAIT: Duration = Duration::from_secs(90);
-const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
-const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
 
-/// The worker stack, by default with deployment, replicaset, replicationcontroller,
-/// serviceaccount and disruption.
-struct Stack(WorkerStack);
-
-impl std::ops::Deref for Stack {
-    type Target = WorkerStack;
-    fn deref(&self) -> &WorkerStack {
-        &self.0
-    }
+suite_stack! {
+    /// The worker stack, by default with deployment, replicaset, replicationcontroller,
+    /// serviceaccount and disruption.
+    struct Stack(WorkerStack);
 }
 
 impl std::ops::DerefMut for Stack {
@@ -97,18 +90,6 @@ impl Stack {
         .await;
     }
 
-    async fn rollout_status(&self, ns: &str, deployment: &str) {
-        self.kubectl(&[
-            "rollout",
-            "status",
-            &format!("deployment/{deployment}"),
-            "-n",
-            ns,
-            "--timeout=90s",
-        ])
-        .await;
-    }
-
     async fn replica_sets(&self, ns: &str) -> Vec<ReplicaSet> {
         Api::<ReplicaSet>::namespaced(self.cluster.client.clone(), ns)
             .list(&ListParams::default())
@@ -171,7 +152,7 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     let s = Stack::start().await;
     let ns = s.namespace("deploy").await;
     s.create_deployment(&ns, "web", 3).await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     let deployments: Api<Deployment> = Api::namespaced(s.cluster.client.clone(), &ns);
     let web = deployments.get("web").await.unwrap();
     let status = web.status.clone().unwrap();
@@ -221,7 +202,7 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
 
     // a new template rolls a new ReplicaSet in and the old one out
     s.set_image(&ns, "web", IMAGE_2).await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     let rolled = by_revision(&s.replica_sets(&ns).await);
     assert_eq!(
         rolled,
@@ -243,7 +224,7 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     // undo brings revision 1's template back as revision 3
     s.kubectl(&["rollout", "undo", "deployment/web", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     let undone = by_revision(&s.replica_sets(&ns).await);
     assert_eq!(
         undone,
@@ -273,11 +254,11 @@ async fn kubectl_create_rollout_set_image_undo_history_and_scale() {
     // scale out and in
     s.kubectl(&["scale", "deployment/web", "--replicas", "6", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.wait_live_pods(&ns, 6).await;
     s.kubectl(&["scale", "deployment/web", "--replicas", "2", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.wait_live_pods(&ns, 2).await;
 
     // a deleted pod is replaced
@@ -313,7 +294,7 @@ async fn killing_the_worker_mid_rollout_ends_with_exactly_the_desired_pods() {
     let mut s = Stack::start().await;
     let ns = s.namespace("kill").await;
     s.create_deployment(&ns, "web", 10).await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.set_image(&ns, "web", IMAGE_2).await;
     // Kill it once the new ReplicaSet has started growing.
     wait_for("the new ReplicaSet to grow", WAIT, || async {
@@ -330,7 +311,7 @@ async fn killing_the_worker_mid_rollout_ends_with_exactly_the_desired_pods() {
     .unwrap();
     s.worker.kill().await.unwrap();
     s.worker.restart().await.unwrap();
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.wait_live_pods(&ns, 10).await;
     let sets = s.replica_sets(&ns).await;
     let pods = s.live_pods(&ns).await;
@@ -391,7 +372,7 @@ async fn readyz_and_workqueue_metrics() {
     assert_eq!((code, body.as_str()), (200, "ok"));
     let ns = s.namespace("metrics").await;
     s.create_deployment(&ns, "m", 1).await;
-    s.rollout_status(&ns, "m").await;
+    s.rollout_status(&ns, "deployment/m").await;
     let (_, metrics) = http_get(&s.worker.health, "/metrics").await.unwrap();
     for name in ["deployment", "replicaset", "serviceaccount"] {
         assert!(
@@ -428,20 +409,17 @@ async fn bad_controller_lists_exit_2_with_the_reason() {
             "is not a kube-controller-manager controller",
         ),
     ] {
-        let out = tokio::process::Command::new(RKCM)
-            .args([
+        assert_usage_error(
+            [
                 "worker",
                 "--controllers",
                 list,
                 "--informer",
                 "unix:///nonexistent.sock",
-            ])
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(expected), "{stderr}");
+            ],
+            expected,
+        )
+        .await;
     }
 }
 
@@ -519,7 +497,7 @@ async fn a_pod_template_the_api_server_rejects_is_reported_then_recovers_without
     // failure condition is gone.
     s.kubectl(&["create", "serviceaccount", "builder", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.wait_live_pods(&ns, 3).await;
     wait_for("the ReplicaFailure condition to clear", WAIT, || async {
         let list = sets.list(&ListParams::default()).await?;
@@ -550,7 +528,7 @@ async fn api_server_errors_and_dropped_streams_mid_scale_end_with_exactly_the_de
     };
     let ns = s.namespace("faults").await;
     s.create_deployment(&ns, "web", 2).await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     s.kubectl(&["scale", "deployment/web", "--replicas", "12", "-n", &ns])
         .await;
     sim.faults()
@@ -572,13 +550,13 @@ async fn api_server_errors_and_dropped_streams_mid_scale_end_with_exactly_the_de
     })
     .await
     .unwrap_or_else(|e| panic!("{e:#}\nworker log:\n{}", s.worker.log()));
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     // Give a duplicate every chance to show: the stores resync nothing new, so the
     // count stays.
     sim.faults().drop_watches();
     s.kubectl(&["annotate", "deployment/web", "touched=1", "-n", &ns])
         .await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     assert_eq!(s.live_pods(&ns).await.len(), 12);
     s.cluster.cleanup().await;
 }
@@ -658,8 +636,7 @@ async fn a_budget_follows_pods_becoming_ready_and_blocks_an_eviction_with_429() 
                     "readinessProbe": {"initialDelaySeconds": 3,
                         "exec": {"command": ["true"]}}}]}}}
     });
-    s.kubectl_stdin(&["apply", "-f", "-"], &deployment.to_string())
-        .await;
+    s.apply(&deployment).await;
     // Before the pods are ready: 3 expected, fewer than 2 healthy, nothing allowed.
     let early = s
         .wait("the budget to count 3 pods not yet healthy", || async {
@@ -726,7 +703,7 @@ async fn pod_disruption_budgets_get_their_status() {
     let s = Stack::start().await;
     let ns = s.namespace("pdb").await;
     s.create_deployment(&ns, "web", 3).await;
-    s.rollout_status(&ns, "web").await;
+    s.rollout_status(&ns, "deployment/web").await;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(s.cluster.client.clone(), &ns);
     for (name, rule) in [
         ("min", serde_json::json!({"minAvailable": 2})),

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::{self, BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use kube::ResourceExt;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -26,6 +27,7 @@ use super::{
     Routes,
 };
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::metrics::{Labels, Metrics};
 
 pub const NAME: &str = "sim";
@@ -79,11 +81,7 @@ fn annotation<'a>(
 
 /// The ingress IP of a Service's balancer: FNV-1a of `namespace/name` into 1..=254.
 pub fn ingress_ip(service: &Service) -> String {
-    let key = format!(
-        "{}/{}",
-        service.metadata.namespace.as_deref().unwrap_or_default(),
-        service.metadata.name.as_deref().unwrap_or_default()
-    );
+    let key = format!("{}/{}", service.namespace_str(), service.name_str());
     let hash = key.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
     });
@@ -257,15 +255,8 @@ impl InstancesV2 for SimCloud {
         if annotation(&node.metadata, INSTANCE) == Some("terminated") {
             return ready(Err(CloudError::InstanceNotFound));
         }
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let label = |key: &str| {
-            node.metadata
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get(key))
-                .cloned()
-                .unwrap_or_default()
-        };
+        let name = node.name_str().to_string();
+        let label = |key: &str| node.labels().get(key).cloned().unwrap_or_default();
         ready(Ok(InstanceMetadata {
             provider_id: node
                 .spec

@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
 
+use crate::meta::ResourceNames;
 use crate::pods::{is_pod_ready, phase};
 use crate::store::{key_of, Store};
 
@@ -94,7 +96,7 @@ pub fn is_external_name(service: &Service) -> bool {
 /// The keys (`namespace/name`) of the Services in the pod's namespace whose selector
 /// selects it (upstream `GetPodServiceMemberships`).
 pub fn pod_service_memberships(services: &Store<Service>, pod: &Pod) -> BTreeSet<String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = pod.namespace_str();
     services
         .list_namespace(namespace)
         .iter()
@@ -195,8 +197,7 @@ fn pod_endpoints_changed(old: &Pod, new: &Pod) -> (bool, bool) {
                 .cloned()
                 .unwrap_or_default()
         };
-    let labels_changed = old.metadata.labels.clone().unwrap_or_default()
-        != new.metadata.labels.clone().unwrap_or_default()
+    let labels_changed = old.labels().clone() != new.labels().clone()
         || spec_field(old, |s| s.hostname.as_ref()) != spec_field(new, |s| s.hostname.as_ref())
         || spec_field(old, |s| s.subdomain.as_ref()) != spec_field(new, |s| s.subdomain.as_ref());
     let changed = old.metadata.deletion_timestamp != new.metadata.deletion_timestamp

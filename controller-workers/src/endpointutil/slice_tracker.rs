@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::SERVICE_NAME_LABEL;
+use crate::meta::ResourceNames;
 
 /// Marks a slice this controller has deleted and expects to see go.
 const DELETION_EXPECTED: i64 = -1;
@@ -28,10 +29,7 @@ fn service_of(slice: &EndpointSlice) -> ServiceKey {
         .and_then(|labels| labels.get(SERVICE_NAME_LABEL))
         .cloned()
         .unwrap_or_default();
-    (
-        slice.metadata.namespace.clone().unwrap_or_default(),
-        service,
-    )
+    (slice.namespace_str().to_string(), service)
 }
 
 fn uid(slice: &EndpointSlice) -> String {

@@ -2,6 +2,7 @@
 //! (upstream `TriggerTimeTracker`): the earliest time something changed since the last
 //! sync, so the data plane can measure how long a change took to reach it.
 
+use crate::meta::ResourceNames;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -46,8 +47,8 @@ impl TriggerTimeTracker {
     /// transition (or Service creation) newer than what the previous sync saw; `None`
     /// when nothing changed that way.
     pub fn compute(&self, service: &Service, pods: &[&Pod]) -> Option<Timestamp> {
-        let namespace = service.metadata.namespace.clone().unwrap_or_default();
-        let name = service.metadata.name.clone().unwrap_or_default();
+        let namespace = service.namespace_str().to_string();
+        let name = service.name_str().to_string();
         let created = service.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let mut states = crate::locks::lock(&self.states);
         let known = states.contains_key(&(namespace.clone(), name.clone()));
@@ -58,7 +59,7 @@ impl TriggerTimeTracker {
             let Some(trigger) = pod_trigger(pod) else {
                 continue;
             };
-            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let pod_name = pod.name_str().to_string();
             if state
                 .pod_triggers
                 .get(&pod_name)

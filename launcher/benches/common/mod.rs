@@ -1,7 +1,9 @@
-//! Pieces the benchmarks share: reading a process's memory from /proc, and making a
-//! namespace on the test cluster.
+//! Pieces the benchmarks share: reading a process's memory from /proc, making a
+//! namespace on the test cluster, starting rkcm's processes and reading their metrics.
 
 #![allow(dead_code)]
+
+pub(crate) mod prom;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
@@ -46,6 +48,85 @@ pub(crate) async fn namespace(
     Ok(())
 }
 
+/// A free loopback address (`127.0.0.1:PORT`) for a child's health or metrics endpoint.
+pub(crate) fn free_address() -> anyhow::Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string())
+}
+
+/// A plain HTTP/1.0 GET on a local health or metrics endpoint: the whole answer, head
+/// included; empty when unreachable.
+pub(crate) async fn http_get(address: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = stream.read_to_string(&mut out).await;
+    out
+}
+
+/// An `rkcm informer-server` (the release binary, its own process, killed when this is
+/// dropped) with its client limits lifted, serving on a Unix socket.
+pub(crate) struct InformerServer {
+    pub child: tokio::process::Child,
+    /// Its socket (`informer.sock` in the directory given to [`InformerServer::start`]).
+    pub socket: std::path::PathBuf,
+    /// Its `/metrics` address (HOST:PORT).
+    pub metrics: String,
+}
+
+impl InformerServer {
+    /// Starts it against `kubeconfig`, its socket in `dir`, and waits up to 30 s for the
+    /// socket to accept connections.
+    pub(crate) async fn start(
+        kubeconfig: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<InformerServer> {
+        use std::time::{Duration, Instant};
+        let socket = dir.join("informer.sock");
+        let metrics = free_address()?;
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
+            .arg("informer-server")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--listen")
+            .arg(format!("unix://{}", socket.display()))
+            .args(["--metrics-bind-address", &metrics, "--kube-api-qps", "0"])
+            .env("RKCM_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::UnixStream::connect(&socket).await.is_err() {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the informer-server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(InformerServer {
+            child,
+            socket,
+            metrics,
+        })
+    }
+
+    /// The address its clients dial (`unix://PATH`).
+    pub(crate) fn address(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// Its process id (0 once it has exited).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
 /// An `rkcm informer-server` and an `rkcm worker` (release binaries, their own
 /// processes) against `kubeconfig`; both are killed when this is dropped.
 pub(crate) struct Rkcm {
@@ -65,38 +146,14 @@ impl Rkcm {
         qps: &str,
         burst: &str,
     ) -> anyhow::Result<Rkcm> {
-        use std::time::{Duration, Instant};
         let dir = tempfile::tempdir()?;
-        let socket = dir.path().join("informer.sock");
-        let informer = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
-            .arg("informer-server")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--listen")
-            .arg(format!("unix://{}", socket.display()))
-            .args([
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "--kube-api-qps",
-                "0",
-            ])
-            .env("RKCM_LOG", "warn")
-            .kill_on_drop(true)
-            .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::UnixStream::connect(&socket).await.is_err() {
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the informer-server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let informer = InformerServer::start(kubeconfig, dir.path()).await?;
         let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_rkcm"))
             .arg("worker")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--informer")
-            .arg(format!("unix://{}", socket.display()))
+            .arg(informer.address())
             // node-sim leaves the API server's startup taint to the node-lifecycle
             // controller, as kubelet does: without it no pod would ever be scheduled; and
             // a pod's kube-api-access volume waits for the root-ca publisher's ConfigMap.
@@ -114,7 +171,7 @@ impl Rkcm {
             .kill_on_drop(true)
             .spawn()?;
         Ok(Rkcm {
-            informer,
+            informer: informer.child,
             worker,
             _dir: dir,
         })
@@ -147,36 +204,49 @@ where
     results.into_iter().collect()
 }
 
-/// kube-sim and node-sim in the bench process: the cluster the rkcm processes run
-/// against, its kubeconfig on disk, and an admin client.
+/// kube-sim (and node-sim, unless started [`BenchCluster::without_nodes`]) in the bench
+/// process: the cluster the rkcm processes run against, its kubeconfig on disk, and an
+/// admin client.
 pub(crate) struct BenchCluster {
     pub sim: kube_sim::KubeSim,
     pub kubeconfig: std::path::PathBuf,
     pub client: kube::Client,
-    _nodes: kube_sim::nodesim::NodeSim,
-    _dir: tempfile::TempDir,
+    _nodes: Option<kube_sim::nodesim::NodeSim>,
+    dir: tempfile::TempDir,
 }
 
 impl BenchCluster {
-    /// Starts kube-sim and `nodes` simulated nodes (100 ms start delay, no pod events:
-    /// the controllers' cost alone) and waits for the nodes to register.
-    pub(crate) async fn start(nodes: usize) -> anyhow::Result<BenchCluster> {
-        use std::time::{Duration, Instant};
+    /// Starts kube-sim alone: no nodes, no scheduler (pods stay Pending).
+    pub(crate) async fn without_nodes() -> anyhow::Result<BenchCluster> {
         let sim = kube_sim::KubeSim::start(kube_sim::Config::default()).await?;
         let dir = tempfile::tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig)?;
         let client = sim.client().await?;
-        let node_sim = kube_sim::nodesim::NodeSim::start(
-            kube_sim::nodesim::client_from_kubeconfig(sim.kubeconfig()).await?,
+        Ok(BenchCluster {
+            sim,
+            kubeconfig,
+            client,
+            _nodes: None,
+            dir,
+        })
+    }
+
+    /// Starts kube-sim and `nodes` simulated nodes (100 ms start delay, no pod events:
+    /// the controllers' cost alone) and waits for the nodes to register.
+    pub(crate) async fn start(nodes: usize) -> anyhow::Result<BenchCluster> {
+        use std::time::{Duration, Instant};
+        let mut cluster = Self::without_nodes().await?;
+        cluster._nodes = Some(kube_sim::nodesim::NodeSim::start(
+            kube_sim::nodesim::client_from_kubeconfig(cluster.sim.kubeconfig()).await?,
             kube_sim::nodesim::NodeSimConfig {
                 nodes,
                 start_delay: Duration::from_millis(100),
                 events: false,
                 ..Default::default()
             },
-        );
-        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        ));
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
         let deadline = Instant::now() + Duration::from_secs(60);
         while api.list_metadata(&Default::default()).await?.items.len() < nodes {
             anyhow::ensure!(
@@ -185,13 +255,12 @@ impl BenchCluster {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(BenchCluster {
-            sim,
-            kubeconfig,
-            client,
-            _nodes: node_sim,
-            _dir: dir,
-        })
+        Ok(cluster)
+    }
+
+    /// A directory for the bench's files, removed with the cluster.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     /// The names of the cluster's nodes.

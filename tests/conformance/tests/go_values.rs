@@ -24,6 +24,7 @@ fn type_of(collection: &str) -> (&'static str, &'static str) {
         "services" => ("v1", "Service"),
         "namespaces" => ("v1", "Namespace"),
         "persistentvolumeclaims" => ("v1", "PersistentVolumeClaim"),
+        "persistentvolumes" => ("v1", "PersistentVolume"),
         "deployments" => ("apps/v1", "Deployment"),
         "statefulsets" => ("apps/v1", "StatefulSet"),
         "jobs" => ("batch/v1", "Job"),
@@ -242,6 +243,17 @@ async fn bad_values_print_as_go_prints_the_internal_structs() {
                 ("spec.maxUnavailable", "FieldValueInvalid", "Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"120%\"}: must not be greater than 100%"),
             ]),
         ),
+        (
+            // A resource list prints its quantities' unexported fields; the defaulting
+            // rounds 1500u up to milli-units (2m) and forgets its text.
+            "/api/v1/persistentvolumes".to_string(),
+            json!({"metadata": {"name": "rkcm-govalues-pv"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pv"},
+                "capacity": {"storage": "1Gi", "cpu": "1500u"}}}),
+            invalid("PersistentVolume", "rkcm-govalues-pv", &[
+                ("spec.capacity", "FieldValueNotSupported", "Unsupported value: core.ResourceList{\"cpu\":resource.Quantity{i:resource.int64Amount{value:2, scale:-3}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:\"\", Format:\"DecimalSI\"}, \"storage\":resource.Quantity{i:resource.int64Amount{value:1073741824, scale:0}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:\"1Gi\", Format:\"BinarySI\"}}: supported values: \"storage\""),
+            ]),
+        ),
     ];
     for (path, body, expected) in cases {
         let (code, status) = send(&c, http::Method::POST, &path, &body).await;
@@ -276,27 +288,146 @@ async fn bad_values_print_as_go_prints_the_internal_structs() {
         ])
     );
 
-    // A Job's template is immutable: the error prints the PodTemplateSpec.
-    let job = json!({"metadata": {"name": "job"}, "spec": {"template": {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
+    job_template_and_failure_policy_print_as_internal_structs(&c, &ns).await;
+    c.cleanup().await;
+}
+
+/// `labels` (a JSON object) as `%#v` prints a `map[string]string`: keys sorted.
+fn go_labels(labels: &Value) -> String {
+    let mut pairs: Vec<(String, String)> = labels
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    pairs.sort();
+    let body: Vec<String> = pairs.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+    format!("map[string]string{{{}}}", body.join(", "))
+}
+
+/// A Job's template and pod failure policy are immutable: the errors print the new values as
+/// `%#v` prints the internal `core.PodTemplateSpec` and `batch.PodFailurePolicy`, every
+/// field in the internal declaration order, quantities with their unexported fields.
+async fn job_template_and_failure_policy_print_as_internal_structs(c: &TestCluster, ns: &str) {
+    let job = json!({"metadata": {"name": "job"}, "spec": {
+        "podFailurePolicy": {"rules": [{"action": "FailJob",
+            "onExitCodes": {"operator": "In", "values": [42]}}]},
+        "template": {"spec": {"restartPolicy": "Never",
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "i", "command": ["sh", "-c", "true"],
+                "resources": {"limits": {"cpu": "500m", "memory": "128Mi"},
+                    "requests": {"cpu": "1"}}}]}}}});
     let jobs = format!("/apis/batch/v1/namespaces/{ns}/jobs");
-    let (code, created) = send(&c, http::Method::POST, &jobs, &job).await;
+    let (code, created) = send(c, http::Method::POST, &jobs, &job).await;
     assert_eq!(code, 201, "{created}");
     let mut changed = created.clone();
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("j");
-    let (code, status) = send(&c, http::Method::PUT, &format!("{jobs}/job"), &changed).await;
-    let seen = seen(code, &status);
-    let message = seen["causes"][0]["message"].as_str().unwrap_or_default();
-    // kube-apiserver prints the whole internal PodTemplateSpec with `%#v`; kube-sim prints the
-    // template's JSON inside the type's name (a known difference, see the README), so only
-    // the frame is compared.
-    assert!(
-        message.starts_with("Invalid value: core.PodTemplateSpec{")
-            && message.ends_with("}: field is immutable"),
-        "{message}"
+    changed["spec"]["podFailurePolicy"]["rules"][0]["action"] = json!("Ignore");
+    let (code, status) = send(c, http::Method::PUT, &format!("{jobs}/job"), &changed).await;
+    let labels = go_labels(&created["spec"]["template"]["metadata"]["labels"]);
+    let meta = format!(
+        "v1.ObjectMeta{{Name:\"\", GenerateName:\"\", Namespace:\"\", SelfLink:\"\", UID:\"\", \
+         ResourceVersion:\"\", Generation:0, CreationTimestamp:time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC), \
+         DeletionTimestamp:<nil>, DeletionGracePeriodSeconds:(*int64)(nil), Labels:{labels}, \
+         Annotations:map[string]string(nil), OwnerReferences:[]v1.OwnerReference(nil), Finalizers:[]string(nil), \
+         ManagedFields:[]v1.ManagedFieldsEntry(nil)}}"
     );
-    assert_eq!(seen["causes"][0]["field"], "spec.template");
-    c.cleanup().await;
+    let quantity = |value: i64, scale: i32, s: &str, format: &str| {
+        format!(
+            "resource.Quantity{{i:resource.int64Amount{{value:{value}, scale:{scale}}}, \
+             d:resource.infDecAmount{{Dec:(*inf.Dec)(nil)}}, s:{s:?}, Format:{format:?}}}"
+        )
+    };
+    let limits = format!(
+        "core.ResourceList{{\"cpu\":{}, \"memory\":{}}}",
+        quantity(500, -3, "500m", "DecimalSI"),
+        // 128 is a multiple of 8: Go does not keep the text of 128Mi.
+        quantity(134217728, 0, "", "BinarySI"),
+    );
+    let requests = format!(
+        "core.ResourceList{{\"cpu\":{}}}",
+        quantity(1, 0, "1", "DecimalSI")
+    );
+    let container = format!(
+        "core.Container{{Name:\"c\", Image:\"j\", Command:[]string{{\"sh\", \"-c\", \"true\"}}, Args:[]string(nil), \
+         WorkingDir:\"\", Ports:[]core.ContainerPort(nil), EnvFrom:[]core.EnvFromSource(nil), Env:[]core.EnvVar(nil), \
+         Resources:core.ResourceRequirements{{Limits:{limits}, Requests:{requests}, Claims:[]core.ResourceClaim(nil)}}, \
+         ResizePolicy:[]core.ContainerResizePolicy(nil), RestartPolicy:(*core.ContainerRestartPolicy)(nil), \
+         VolumeMounts:[]core.VolumeMount(nil), VolumeDevices:[]core.VolumeDevice(nil), LivenessProbe:(*core.Probe)(nil), \
+         ReadinessProbe:(*core.Probe)(nil), StartupProbe:(*core.Probe)(nil), Lifecycle:(*core.Lifecycle)(nil), \
+         TerminationMessagePath:\"/dev/termination-log\", TerminationMessagePolicy:\"File\", ImagePullPolicy:\"Always\", \
+         SecurityContext:(*core.SecurityContext)(nil), Stdin:false, StdinOnce:false, TTY:false}}"
+    );
+    let sources = [
+        "HostPath:(*core.HostPathVolumeSource)(nil)",
+        "EmptyDir:(*core.EmptyDirVolumeSource)(0xc000000000)",
+        "GCEPersistentDisk:(*core.GCEPersistentDiskVolumeSource)(nil)",
+        "AWSElasticBlockStore:(*core.AWSElasticBlockStoreVolumeSource)(nil)",
+        "GitRepo:(*core.GitRepoVolumeSource)(nil)",
+        "Secret:(*core.SecretVolumeSource)(nil)",
+        "NFS:(*core.NFSVolumeSource)(nil)",
+        "ISCSI:(*core.ISCSIVolumeSource)(nil)",
+        "Glusterfs:(*core.GlusterfsVolumeSource)(nil)",
+        "PersistentVolumeClaim:(*core.PersistentVolumeClaimVolumeSource)(nil)",
+        "RBD:(*core.RBDVolumeSource)(nil)",
+        "Quobyte:(*core.QuobyteVolumeSource)(nil)",
+        "FlexVolume:(*core.FlexVolumeSource)(nil)",
+        "Cinder:(*core.CinderVolumeSource)(nil)",
+        "CephFS:(*core.CephFSVolumeSource)(nil)",
+        "Flocker:(*core.FlockerVolumeSource)(nil)",
+        "DownwardAPI:(*core.DownwardAPIVolumeSource)(nil)",
+        "FC:(*core.FCVolumeSource)(nil)",
+        "AzureFile:(*core.AzureFileVolumeSource)(nil)",
+        "ConfigMap:(*core.ConfigMapVolumeSource)(nil)",
+        "VsphereVolume:(*core.VsphereVirtualDiskVolumeSource)(nil)",
+        "AzureDisk:(*core.AzureDiskVolumeSource)(nil)",
+        "PhotonPersistentDisk:(*core.PhotonPersistentDiskVolumeSource)(nil)",
+        "Projected:(*core.ProjectedVolumeSource)(nil)",
+        "PortworxVolume:(*core.PortworxVolumeSource)(nil)",
+        "ScaleIO:(*core.ScaleIOVolumeSource)(nil)",
+        "StorageOS:(*core.StorageOSVolumeSource)(nil)",
+        "CSI:(*core.CSIVolumeSource)(nil)",
+        "Ephemeral:(*core.EphemeralVolumeSource)(nil)",
+    ]
+    .join(", ");
+    let spec = format!(
+        "core.PodSpec{{Volumes:[]core.Volume{{core.Volume{{Name:\"scratch\", VolumeSource:core.VolumeSource{{{sources}}}}}}}, \
+         InitContainers:[]core.Container(nil), Containers:[]core.Container{{{container}}}, \
+         EphemeralContainers:[]core.EphemeralContainer(nil), RestartPolicy:\"Never\", \
+         TerminationGracePeriodSeconds:(*int64)(0xc000000000), ActiveDeadlineSeconds:(*int64)(nil), \
+         DNSPolicy:\"ClusterFirst\", NodeSelector:map[string]string(nil), ServiceAccountName:\"\", \
+         AutomountServiceAccountToken:(*bool)(nil), NodeName:\"\", SecurityContext:(*core.PodSecurityContext)(0xc000000000), \
+         ImagePullSecrets:[]core.LocalObjectReference(nil), Hostname:\"\", Subdomain:\"\", SetHostnameAsFQDN:(*bool)(nil), \
+         Affinity:(*core.Affinity)(nil), SchedulerName:\"default-scheduler\", Tolerations:[]core.Toleration(nil), \
+         HostAliases:[]core.HostAlias(nil), PriorityClassName:\"\", Priority:(*int32)(nil), \
+         PreemptionPolicy:(*core.PreemptionPolicy)(nil), DNSConfig:(*core.PodDNSConfig)(nil), \
+         ReadinessGates:[]core.PodReadinessGate(nil), RuntimeClassName:(*string)(nil), Overhead:core.ResourceList(nil), \
+         EnableServiceLinks:(*bool)(nil), TopologySpreadConstraints:[]core.TopologySpreadConstraint(nil), \
+         OS:(*core.PodOS)(nil), SchedulingGates:[]core.PodSchedulingGate(nil), ResourceClaims:[]core.PodResourceClaim(nil)}}"
+    );
+    let template = format!("core.PodTemplateSpec{{ObjectMeta:{meta}, Spec:{spec}}}");
+    let policy = "batch.PodFailurePolicy{Rules:[]batch.PodFailurePolicyRule{batch.PodFailurePolicyRule{\
+        Action:\"Ignore\", OnExitCodes:(*batch.PodFailurePolicyOnExitCodesRequirement)(0xc000000000), \
+        OnPodConditions:[]batch.PodFailurePolicyOnPodConditionsPattern(nil)}}}";
+    assert_eq!(
+        seen(code, &status),
+        invalid(
+            "Job.batch",
+            "job",
+            &[
+                (
+                    "spec.template",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {template}: field is immutable")
+                ),
+                (
+                    "spec.podFailurePolicy",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {policy}: field is immutable")
+                ),
+            ]
+        )
+    );
 }
 
 /// Reads `path` back as JSON.
@@ -472,4 +603,91 @@ async fn rewriting_dropped_zero_values_is_a_no_op() {
         "{updated}"
     );
     assert!(updated["metadata"].get("labels").is_none(), "{updated}");
+}
+
+/// go-cmp's text with its indentation and alignment (spaces, tabs, and the non-breaking
+/// spaces go-cmp mixes in on purpose) reduced to single spaces.
+fn normalised(s: &str) -> String {
+    s.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Updates of a pod's or a claim's fixed fields are refused with go-cmp's diff of the old and
+/// the new internal spec: the changed field as a `-` and a `+` line inside the structs and
+/// lists that hold it, two unchanged records of context on each side, the rest folded into
+/// `... // N identical fields`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn immutable_spec_updates_print_go_cmp_diffs() {
+    let c = TestCluster::start().await.unwrap();
+    let ns = c.namespace("cmpdiff").await.unwrap();
+    let core = format!("/api/v1/namespaces/{ns}");
+
+    // No service account token volume, so the unchanged neighbours are the same everywhere.
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"automountServiceAccountToken": false,
+        "containers": [{"name": "c", "image": "i"}]}});
+    let (code, created) = send(&c, http::Method::POST, &format!("{core}/pods"), &pod).await;
+    assert_eq!(code, 201, "{created}");
+    let mut changed = created.clone();
+    changed["spec"]["containers"][0]["workingDir"] = json!("/w");
+    let (code, status) = send(&c, http::Method::PUT, &format!("{core}/pods/p"), &changed).await;
+    assert_eq!(code, 422, "{status}");
+    let cause = &status["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec", "{status}");
+    let want = "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)
+  core.PodSpec{
+  	Volumes:        nil,
+  	InitContainers: nil,
+  	Containers: []core.Container{
+  		{
+  			... // 2 identical fields
+  			Command:    nil,
+  			Args:       nil,
+- 			WorkingDir: \"\",
++ 			WorkingDir: \"/w\",
+  			Ports:      nil,
+  			EnvFrom:    nil,
+  			... // 17 identical fields
+  		},
+  	},
+  	EphemeralContainers: nil,
+  	RestartPolicy:       \"Always\",
+  	... // 28 identical fields
+  }
+";
+    assert_eq!(
+        normalised(cause["message"].as_str().unwrap_or_default()),
+        normalised(want)
+    );
+
+    // A claim's storage class is fixed once set.
+    let claim = json!({"metadata": {"name": "claim"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "storageClassName": "standard", "resources": {"requests": {"storage": "1Gi"}}}});
+    let claims = format!("{core}/persistentvolumeclaims");
+    let (code, created) = send(&c, http::Method::POST, &claims, &claim).await;
+    assert_eq!(code, 201, "{created}");
+    let mut changed = created.clone();
+    changed["spec"]["storageClassName"] = json!("fast");
+    let (code, status) = send(&c, http::Method::PUT, &format!("{claims}/claim"), &changed).await;
+    assert_eq!(code, 422, "{status}");
+    let want = "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims
+  core.PersistentVolumeClaimSpec{
+  	... // 2 identical fields
+  	Resources:        {Requests: {s\"storage\": {i: {...}, s: \"1Gi\", Format: \"BinarySI\"}}},
+  	VolumeName:       \"\",
+- 	StorageClassName: &\"standard\",
++ 	StorageClassName: &\"fast\",
+  	VolumeMode:       &\"Filesystem\",
+  	DataSource:       nil,
+  	... // 2 identical fields
+  }
+";
+    let cause = &status["details"]["causes"][0];
+    assert_eq!(
+        normalised(cause["message"].as_str().unwrap_or_default()),
+        normalised(want)
+    );
+    c.cleanup().await;
 }

@@ -474,6 +474,29 @@ impl Launcher {
     }
 }
 
+/// Runs `rkcm ARGS` (a subcommand and its flags), which must exit at once (within 30 s)
+/// with a usage error: exit code 2 and `expected` in its stderr.
+pub(crate) async fn assert_usage_error<I, S>(args: I, expected: &str)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        Command::new(RKCM).args(&args).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("rkcm exits at once on a usage error")
+    .expect("rkcm runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(expected),
+        "{args:?}: expected {expected:?} in {stderr}"
+    );
+}
+
 /// The real curl, `-k` (the launcher's certificate is self-signed, as KCM's).
 pub(crate) async fn curl(url: &str) -> anyhow::Result<String> {
     let out = Command::new("curl")
@@ -622,6 +645,53 @@ async fn scheduler_leads(client: &kube::Client) -> bool {
     })
 }
 
+/// Declares a suite's own stack, `struct NAME(STACK)`, dereferencing to `STACK` (a
+/// [`LauncherStack`] or a [`WorkerStack`]), for the suite's helpers to be its methods.
+#[allow(unused_macros)] // Not every suite has a stack of its own.
+macro_rules! suite_stack {
+    ($(#[$meta:meta])* struct $name:ident($inner:ty);) => {
+        $(#[$meta])*
+        struct $name($inner);
+
+        impl std::ops::Deref for $name {
+            type Target = $inner;
+            fn deref(&self) -> &$inner {
+                &self.0
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use suite_stack;
+
+/// The image the workload suites' pods run, and the one a rollout moves them to.
+pub(crate) const IMAGE_1: &str = "registry.k8s.io/pause:3.9";
+pub(crate) const IMAGE_2: &str = "registry.k8s.io/pause:3.10";
+
+/// `count` simulated nodes, started 100 ms apart, renewing their Lease and posting their
+/// status every second: for the suites that watch nodes go silent (node-lifecycle's short
+/// grace periods).
+pub(crate) fn fast_heartbeat_nodes(count: usize) -> kube_sim::nodesim::NodeSimConfig {
+    kube_sim::nodesim::NodeSimConfig {
+        nodes: count,
+        start_delay: Duration::from_millis(100),
+        lease_renew_interval: Duration::from_secs(1),
+        node_status_update_frequency: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+/// A test cluster on kube-sim; on a real cluster `None`, after printing `skipped: {why}`
+/// (for the tests that need node-sim's or kube-sim's knobs).
+pub(crate) async fn sim_cluster(why: &str) -> Option<TestCluster> {
+    let cluster = TestCluster::start().await.unwrap();
+    if cluster.sim.is_none() {
+        println!("skipped: {why}");
+        return None;
+    }
+    Some(cluster)
+}
+
 /// How long the controller tests wait for a condition.
 pub(crate) const STACK_WAIT: Duration = Duration::from_secs(90);
 
@@ -672,6 +742,99 @@ pub(crate) trait ControllerStack {
             Ok(value) => value,
             Err(error) => self.fail(format!("{error:#}")),
         }
+    }
+
+    /// `kubectl apply` of a JSON manifest, in namespace `ns` when given, else where each
+    /// object says; a `List` goes as a stream of its items (kubectl's validation has no
+    /// schema for `List` on kube-sim).
+    async fn apply_objects(&self, ns: Option<&str>, manifest: &serde_json::Value) -> String {
+        let stream = match manifest["items"].as_array() {
+            Some(items) if manifest["kind"] == "List" => items
+                .iter()
+                .map(|item| item.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => manifest.to_string(),
+        };
+        let mut args = vec!["apply", "-f", "-"];
+        if let Some(ns) = ns {
+            args.extend(["-n", ns]);
+        }
+        self.kubectl_stdin(&args, &stream).await
+    }
+
+    /// `kubectl apply` of a JSON manifest where its objects say (see
+    /// [`ControllerStack::apply_objects`]).
+    async fn apply(&self, manifest: impl std::borrow::Borrow<serde_json::Value>) -> String {
+        self.apply_objects(None, manifest.borrow()).await
+    }
+
+    /// `kubectl apply` of a JSON manifest in namespace `ns` (see
+    /// [`ControllerStack::apply_objects`]).
+    async fn apply_in(
+        &self,
+        ns: &str,
+        manifest: impl std::borrow::Borrow<serde_json::Value>,
+    ) -> String {
+        self.apply_objects(Some(ns), manifest.borrow()).await
+    }
+
+    /// `kubectl patch --type=merge` of `resource` `name` (in namespace `ns` when given).
+    async fn merge_patch(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> String {
+        self.patch(resource, ns, name, None, patch).await
+    }
+
+    /// `kubectl patch --subresource=status --type=merge`: writes what a controller or a
+    /// kubelet would write to the status of `resource` `name`.
+    async fn patch_status(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> String {
+        self.patch(resource, ns, name, Some("status"), patch).await
+    }
+
+    /// `kubectl patch --type=merge`, of `subresource` when given.
+    async fn patch(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        patch: &serde_json::Value,
+    ) -> String {
+        let subresource = subresource.map(|s| format!("--subresource={s}"));
+        let patch = patch.to_string();
+        let mut args = vec!["patch", resource, name];
+        if let Some(ns) = ns {
+            args.extend(["-n", ns]);
+        }
+        args.extend(subresource.as_deref());
+        args.extend(["--type=merge", "-p", &patch]);
+        self.kubectl(&args).await
+    }
+
+    /// A namespace with its `default` ServiceAccount made by the test, for the suites
+    /// that run no serviceaccount controller (one that does may make it first).
+    async fn namespace_with_account(&self, prefix: &str) -> String {
+        match self.cluster().namespace(prefix).await {
+            Ok(name) => name,
+            Err(error) => self.fail(format!("creating a namespace: {error:#}")),
+        }
+    }
+
+    /// `kubectl rollout status` of `object` (`KIND/NAME`) in `ns`, waiting up to 90 s.
+    async fn rollout_status(&self, ns: &str, object: &str) -> String {
+        self.kubectl(&["rollout", "status", object, "-n", ns, "--timeout=90s"])
+            .await
     }
 
     /// A namespace made with kubectl, ready once its `default` ServiceAccount exists

@@ -7,13 +7,26 @@
 //! nil slices and maps as `[]T(nil)`. The layouts of the small internal types validation
 //! prints are written by hand below (`STRUCTS`, `NAMED`); the printing is
 //! `rkcm_gocompat::gofmt::GoValue`. Types with a custom Go form are handled here:
-//! `metav1.Time` (its `GoString`, `time.Date(...)`) and `intstr.IntOrString` (its fields). A
+//! `metav1.Time` (its `GoString`, `time.Date(...)`), `intstr.IntOrString` (its fields),
+//! `resource.Quantity` (its unexported fields, see `quantity`) and `core.ResourceList`. The
+//! pod types a `core.PodTemplateSpec` reaches are in `pod_layouts` and `volume_layouts`. A
 //! type without a layout prints as its name and `{}`.
 
+mod cmp_format;
+mod cmp_text;
+mod cmp_tree;
+mod pod_layouts;
+mod quantity;
+mod volume_layouts;
+
+use pod_layouts::{POD_NAMED, POD_STRUCTS};
+use quantity::GoQuantity;
 use rkcm_gocompat::gofmt::{go_time, GoValue};
 use serde_json::Value;
+use volume_layouts::VOLUME_STRUCTS;
 
-/// One field of a struct: its Go name, its JSON name, its Go type (as `%#v` names it).
+/// One field of a struct: its Go name, its JSON name (empty for an embedded struct whose
+/// fields are inlined in the same JSON object), its Go type (as `%#v` names it).
 type Field = (&'static str, &'static str, &'static str);
 
 /// The internal structs whose values validation messages print, their fields in declaration
@@ -154,6 +167,46 @@ const STRUCTS: &[(&str, &[Field])] = &[
             ),
         ],
     ),
+    // The Job's pod failure policy.
+    (
+        "batch.PodFailurePolicy",
+        &[("Rules", "rules", "[]batch.PodFailurePolicyRule")],
+    ),
+    (
+        "batch.PodFailurePolicyRule",
+        &[
+            ("Action", "action", "batch.PodFailurePolicyAction"),
+            (
+                "OnExitCodes",
+                "onExitCodes",
+                "*batch.PodFailurePolicyOnExitCodesRequirement",
+            ),
+            (
+                "OnPodConditions",
+                "onPodConditions",
+                "[]batch.PodFailurePolicyOnPodConditionsPattern",
+            ),
+        ],
+    ),
+    (
+        "batch.PodFailurePolicyOnExitCodesRequirement",
+        &[
+            ("ContainerName", "containerName", "*string"),
+            (
+                "Operator",
+                "operator",
+                "batch.PodFailurePolicyOnExitCodesOperator",
+            ),
+            ("Values", "values", "[]int32"),
+        ],
+    ),
+    (
+        "batch.PodFailurePolicyOnPodConditionsPattern",
+        &[
+            ("Type", "type", "core.PodConditionType"),
+            ("Status", "status", "core.ConditionStatus"),
+        ],
+    ),
 ];
 
 /// The named string types those structs hold (`%#v` prints their values as strings).
@@ -166,12 +219,42 @@ const NAMED: &[&str] = &[
     "apps.StatefulSetUpdateStrategyType",
     "apps.DaemonSetUpdateStrategyType",
     "policy.UnhealthyPodEvictionPolicyType",
+    "batch.PodFailurePolicyAction",
+    "batch.PodFailurePolicyOnExitCodesOperator",
+    "core.ConditionStatus",
 ];
+
+/// The layout of struct type `ty`, wherever it is written.
+fn layout(ty: &str) -> Option<&'static [Field]> {
+    STRUCTS
+        .iter()
+        .chain(POD_STRUCTS)
+        .chain(VOLUME_STRUCTS)
+        .find(|(name, _)| *name == ty)
+        .map(|(_, fields)| *fields)
+}
+
+fn is_named_string(ty: &str) -> bool {
+    NAMED.contains(&ty) || POD_NAMED.contains(&ty)
+}
 
 /// `value` (JSON, absent as `None`) as Go's `%#v` prints a value of Go type `ty`
 /// (`core.Toleration`, `[]v1.OwnerReference`, `*int64`, ...).
 pub(crate) fn go_syntax(ty: &str, value: Option<&Value>) -> String {
     go_value(ty, value).go_syntax()
+}
+
+/// go-cmp's `cmp.Diff(old, new)` of two JSON objects read as values of the internal Go type
+/// `ty` (`core.PodSpec`, `core.PersistentVolumeClaimSpec`); empty when they are equal. See
+/// `cmp_format` for what of go-cmp's report is reproduced.
+pub(crate) fn cmp_diff(ty: &str, old: &Value, new: &Value) -> String {
+    let x = cmp_tree::typed(ty, Some(old));
+    let y = cmp_tree::typed(ty, Some(new));
+    let root = cmp_tree::compare(Some(&x), Some(&y));
+    if root.num_diff == 0 {
+        return String::new();
+    }
+    cmp_format::report(&root)
 }
 
 fn present(v: Option<&Value>) -> Option<&Value> {
@@ -223,23 +306,96 @@ fn go_value(ty: &str, value: Option<&Value>) -> GoValue {
         }
         "v1.Time" | "v1.MicroTime" => return GoValue::Raw(time_syntax(value)),
         "intstr.IntOrString" => return int_or_string(value),
+        "resource.Quantity" => return quantity(value).go_value(),
+        // map[core.ResourceName]resource.Quantity; every list of a pod spec is defaulted
+        // (rounded up to milli-units) before validation sees it.
+        "core.ResourceList" => {
+            return GoValue::Map {
+                ty: ty.to_string(),
+                entries: value.and_then(Value::as_object).map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            let q = quantity(Some(v)).round_up_to_milli();
+                            (GoValue::Str(k.clone()), q.go_value())
+                        })
+                        .collect()
+                }),
+            }
+        }
+        "core.PodSpec" => {
+            let internal = internal_pod_spec(value);
+            return struct_value(ty, layout(ty).unwrap_or(&[]), Some(&internal));
+        }
         _ => {}
     }
-    if NAMED.contains(&ty) {
+    if is_named_string(ty) {
         return GoValue::Str(str_of(value));
     }
-    match STRUCTS.iter().find(|(name, _)| *name == ty) {
-        Some((_, fields)) => struct_value(ty, fields, value),
+    match layout(ty) {
+        Some(fields) => struct_value(ty, fields, value),
         // A type without a layout: its name and nothing else.
         None => GoValue::Raw(format!("{ty}{{}}")),
     }
+}
+
+fn quantity(value: Option<&Value>) -> GoQuantity {
+    match value {
+        Some(Value::String(s)) => GoQuantity::parse(s),
+        Some(Value::Number(n)) => GoQuantity::parse(&n.to_string()),
+        _ => GoQuantity::zero(),
+    }
+}
+
+/// A `v1` pod spec as the internal one holds it: the host namespace fields move into the
+/// security context, which conversion always creates, and the deprecated `serviceAccount`
+/// stands in for an empty `serviceAccountName`.
+fn internal_pod_spec(value: Option<&Value>) -> Value {
+    let mut spec = value
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    let Some(m) = spec.as_object_mut() else {
+        return spec;
+    };
+    let mut context = match m.remove("securityContext") {
+        Some(Value::Object(c)) => c,
+        _ => Default::default(),
+    };
+    for key in [
+        "hostNetwork",
+        "hostPID",
+        "hostIPC",
+        "shareProcessNamespace",
+        "hostUsers",
+    ] {
+        match m.remove(key) {
+            Some(v) => context.insert(key.to_string(), v),
+            None => context.remove(key),
+        };
+    }
+    m.insert("securityContext".into(), Value::Object(context));
+    let named = m
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if !named {
+        if let Some(old) = m.get("serviceAccount").cloned() {
+            m.insert("serviceAccountName".into(), old);
+        }
+    }
+    spec
 }
 
 fn struct_value(ty: &str, fields: &[Field], value: Option<&Value>) -> GoValue {
     let shown = fields
         .iter()
         .map(|(go_name, json, field_ty)| {
-            let v = value.and_then(|v| v.get(json));
+            // An embedded struct inlined in JSON reads the same object.
+            let v = if json.is_empty() {
+                value
+            } else {
+                value.and_then(|v| v.get(json))
+            };
             (go_name.to_string(), go_value(field_ty, v))
         })
         .collect();
@@ -314,7 +470,7 @@ fn time_syntax(value: Option<&Value>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{go_syntax, NAMED, STRUCTS};
+    use super::{go_syntax, is_named_string, layout, POD_STRUCTS, STRUCTS, VOLUME_STRUCTS};
     use serde_json::json;
 
     #[test]
@@ -362,6 +518,67 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_template_prints_as_the_internal_struct() {
+        let template = json!({
+            "metadata": {"labels": {"app": "x"}},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}],
+                "restartPolicy": "Never",
+                "hostNetwork": true,
+            },
+        });
+        let meta = concat!(
+            r#"v1.ObjectMeta{Name:"", GenerateName:"", Namespace:"", SelfLink:"", UID:"", "#,
+            r#"ResourceVersion:"", Generation:0, CreationTimestamp:time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC), "#,
+            r#"DeletionTimestamp:<nil>, DeletionGracePeriodSeconds:(*int64)(nil), Labels:map[string]string{"app":"x"}, "#,
+            r#"Annotations:map[string]string(nil), OwnerReferences:[]v1.OwnerReference(nil), Finalizers:[]string(nil), "#,
+            r#"ManagedFields:[]v1.ManagedFieldsEntry(nil)}"#,
+        );
+        let container = concat!(
+            r#"core.Container{Name:"c", Image:"busybox", Command:[]string(nil), Args:[]string(nil), WorkingDir:"", "#,
+            r#"Ports:[]core.ContainerPort(nil), EnvFrom:[]core.EnvFromSource(nil), Env:[]core.EnvVar(nil), "#,
+            r#"Resources:core.ResourceRequirements{Limits:core.ResourceList{"cpu":resource.Quantity{i:resource.int64Amount{value:1, scale:0}, "#,
+            r#"d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:"1", Format:"DecimalSI"}}, Requests:core.ResourceList(nil), "#,
+            r#"Claims:[]core.ResourceClaim(nil)}, ResizePolicy:[]core.ContainerResizePolicy(nil), "#,
+            r#"RestartPolicy:(*core.ContainerRestartPolicy)(nil), VolumeMounts:[]core.VolumeMount(nil), "#,
+            r#"VolumeDevices:[]core.VolumeDevice(nil), LivenessProbe:(*core.Probe)(nil), ReadinessProbe:(*core.Probe)(nil), "#,
+            r#"StartupProbe:(*core.Probe)(nil), Lifecycle:(*core.Lifecycle)(nil), TerminationMessagePath:"", "#,
+            r#"TerminationMessagePolicy:"", ImagePullPolicy:"", SecurityContext:(*core.SecurityContext)(nil), "#,
+            r#"Stdin:false, StdinOnce:false, TTY:false}"#,
+        );
+        let spec = concat!(
+            r#"core.PodSpec{Volumes:[]core.Volume(nil), InitContainers:[]core.Container(nil), Containers:[]core.Container{CONTAINER}, "#,
+            r#"EphemeralContainers:[]core.EphemeralContainer(nil), RestartPolicy:"Never", TerminationGracePeriodSeconds:(*int64)(nil), "#,
+            r#"ActiveDeadlineSeconds:(*int64)(nil), DNSPolicy:"", NodeSelector:map[string]string(nil), ServiceAccountName:"", "#,
+            r#"AutomountServiceAccountToken:(*bool)(nil), NodeName:"", SecurityContext:(*core.PodSecurityContext)(0xc000000000), "#,
+            r#"ImagePullSecrets:[]core.LocalObjectReference(nil), Hostname:"", Subdomain:"", SetHostnameAsFQDN:(*bool)(nil), "#,
+            r#"Affinity:(*core.Affinity)(nil), SchedulerName:"", Tolerations:[]core.Toleration(nil), HostAliases:[]core.HostAlias(nil), "#,
+            r#"PriorityClassName:"", Priority:(*int32)(nil), PreemptionPolicy:(*core.PreemptionPolicy)(nil), "#,
+            r#"DNSConfig:(*core.PodDNSConfig)(nil), ReadinessGates:[]core.PodReadinessGate(nil), RuntimeClassName:(*string)(nil), "#,
+            r#"Overhead:core.ResourceList(nil), EnableServiceLinks:(*bool)(nil), "#,
+            r#"TopologySpreadConstraints:[]core.TopologySpreadConstraint(nil), OS:(*core.PodOS)(nil), "#,
+            r#"SchedulingGates:[]core.PodSchedulingGate(nil), ResourceClaims:[]core.PodResourceClaim(nil)}"#,
+        )
+        .replace("CONTAINER", container);
+        assert_eq!(
+            go_syntax("core.PodTemplateSpec", Some(&template)),
+            format!("core.PodTemplateSpec{{ObjectMeta:{meta}, Spec:{spec}}}")
+        );
+        // A volume's source is embedded: its field is named as its type.
+        let volume = json!({"name": "data", "emptyDir": {}});
+        let printed = go_syntax("core.Volume", Some(&volume));
+        assert!(
+            printed.starts_with(r#"core.Volume{Name:"data", VolumeSource:core.VolumeSource{HostPath:(*core.HostPathVolumeSource)(nil), EmptyDir:(*core.EmptyDirVolumeSource)(0xc000000000), "#),
+            "{printed}"
+        );
+        let policy = json!({"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]});
+        assert_eq!(
+            go_syntax("batch.PodFailurePolicy", Some(&policy)),
+            r#"batch.PodFailurePolicy{Rules:[]batch.PodFailurePolicyRule{batch.PodFailurePolicyRule{Action:"FailJob", OnExitCodes:(*batch.PodFailurePolicyOnExitCodesRequirement)(0xc000000000), OnPodConditions:[]batch.PodFailurePolicyOnPodConditionsPattern(nil)}}}"#
+        );
+    }
+
+    #[test]
     fn every_layout_field_has_a_printable_type() {
         let known = |ty: &str| {
             let base = ty.trim_start_matches('*').trim_start_matches("[]");
@@ -375,12 +592,20 @@ mod tests {
                     | "types.UID"
                     | "v1.Time"
                     | "intstr.IntOrString"
-            ) || NAMED.contains(&base)
-                || STRUCTS.iter().any(|(name, _)| *name == base)
+                    | "resource.Quantity"
+                    | "core.ResourceList"
+                    // Only ever behind a pointer: printed as an address.
+                    | "v1.FieldsV1"
+            ) || is_named_string(base)
+                || layout(base).is_some()
         };
-        for (name, fields) in STRUCTS {
-            for (go_name, _, ty) in *fields {
+        for (name, fields) in STRUCTS.iter().chain(POD_STRUCTS).chain(VOLUME_STRUCTS) {
+            for (go_name, json, ty) in *fields {
                 assert!(known(ty), "{name}.{go_name}: {ty}");
+                // An inlined field is an embedded struct, named as its type.
+                if json.is_empty() {
+                    assert!(ty.ends_with(&format!(".{go_name}")), "{name}.{go_name}");
+                }
             }
         }
         // The PDB spec, whole: pointers print as addresses, a nil one as nil.

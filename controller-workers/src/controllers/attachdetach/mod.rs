@@ -37,6 +37,7 @@ use tracing::{debug, info};
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::store::{key_of, Store};
@@ -52,6 +53,10 @@ use self::volumes::{Listers, PodVolume};
 pub use self::options::Options;
 
 pub const NAME: &str = "persistentvolume-attach-detach-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the pod's node and volumes; `status` (whether it terminated).
+pub const FIELDS: crate::projection::FieldList =
+    &[("v1/pods", &["spec.nodeName", "spec.volumes", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "storage.k8s.io/v1/csidrivers",
@@ -283,7 +288,7 @@ impl Controller {
         let keep = annotations
             .and_then(|a| a.get(ANN_KEEP_TERMINATED_POD_VOLUMES))
             .is_some_and(|v| v == "true");
-        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let name = node.name_str();
         lock(&self.desired).add_node(name, keep);
     }
 
@@ -298,7 +303,7 @@ impl Controller {
 
     fn on_node(&self, change: &Change<Node>) {
         let node = change.latest();
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.name_str().to_string();
         let in_use = node
             .status
             .as_ref()
@@ -400,7 +405,7 @@ impl Controller {
     /// VolumeAttachments of attachable volumes not known yet, as uncertain.
     fn populate_actual_state(&self) {
         for node in self.nodes.list() {
-            let name = node.metadata.name.clone().unwrap_or_default();
+            let name = node.name_str().to_string();
             let status = node.status.as_ref();
             let attached = status
                 .and_then(|s| s.volumes_attached.clone())
@@ -486,10 +491,7 @@ impl Controller {
     fn populate(&self) {
         let entries = lock(&self.desired).pods_to_add();
         for entry in entries {
-            let (namespace, name) = (
-                entry.pod.metadata.namespace.as_deref().unwrap_or_default(),
-                entry.pod.metadata.name.as_deref().unwrap_or_default(),
-            );
+            let (namespace, name) = (entry.pod.namespace_str(), entry.pod.name_str());
             if let Some(pod) = self.pods.get_in(namespace, name) {
                 let keep = lock(&self.desired).keep_terminated_pod_volumes(node_name(&pod));
                 if volume_action(&pod, keep) && pod_uid(&pod) == entry.pod_uid {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::recorder::{NORMAL, WARNING};
 
 use super::actual::{AttachState, AttachedVolume};
@@ -129,10 +130,7 @@ pub(super) fn has_out_of_service_taint(node: &Node) -> bool {
 }
 
 fn pod_ref(pod: &Pod) -> (String, String) {
-    (
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
+    (pod.namespace_str().to_string(), pod.name_str().to_string())
 }
 
 impl Controller {

@@ -13,6 +13,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume};
 use k8s_openapi::api::storage::v1::CSIDriver;
 
+use crate::meta::ResourceNames;
 use crate::store::Store;
 use crate::volume_util;
 
@@ -126,7 +127,7 @@ pub(super) fn resolve(
     volume: &Volume,
     listers: &Listers<'_>,
 ) -> Result<PodVolume, String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = pod.namespace_str();
     let Some(claim_name) = volume_util::volume_claim_name(pod, volume) else {
         return Ok(PodVolume::Other(inline_plugin(volume)));
     };
@@ -187,7 +188,7 @@ pub(super) fn volume_of(pv: &PersistentVolume, drivers: &Store<CSIDriver>) -> Po
         .and_then(|s| s.access_modes.clone())
         .unwrap_or_default();
     let volume = VolumeSpec {
-        name: pv.metadata.name.clone().unwrap_or_default(),
+        name: pv.name_str().to_string(),
         driver: csi.driver.clone(),
         handle: csi.volume_handle.clone(),
         multi_attach: multi_attach_allowed(&modes),

@@ -25,6 +25,7 @@ use super::secrets::{is_token_secret, signing_token, SigningToken, SECRET_TYPE, 
 use crate::api_errors::{is_conflict, is_not_found, message};
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::store::Store;
 
 pub const NAME: &str = "bootstrap-signer-controller";
@@ -142,7 +143,7 @@ fn signing_tokens<'a>(
         if secret.type_.as_deref() != Some(SECRET_TYPE) {
             continue;
         }
-        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        let name = secret.name_str();
         match signing_token(secret, now) {
             Ok(token) if tokens.iter().any(|t| t.id == token.id) => {
                 debug!(controller = NAME, token_id = %token.id, ignored_secret = name, "duplicate bootstrap tokens found for id, ignoring the duplicate secret");

@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::rfc3339;
+use crate::meta::ResourceNames;
 
 /// `bootstrapapi.SecretTypeBootstrapToken`.
 pub const SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
@@ -128,7 +129,7 @@ pub(super) enum NotSigning {
 /// `token-id` that id, a non-empty `token-secret`, not expired, `usage-bootstrap-signing`
 /// exactly `"true"`.
 pub(super) fn signing_token(secret: &Secret, now: Timestamp) -> Result<SigningToken, NotSigning> {
-    let name = secret.metadata.name.as_deref().unwrap_or_default();
+    let name = secret.name_str();
     let name_id = parse_name(name).ok_or(NotSigning::BadName)?;
     let id = data(secret, TOKEN_ID_KEY);
     if id.is_empty() {

@@ -32,6 +32,7 @@ use super::{
     KUBE_APISERVER_CLIENT_KUBELET_SIGNER,
 };
 use crate::controller::{ControllerContext, Ignorable, Runnable};
+use crate::meta::ResourceNames;
 
 /// Upstream starts it with 5 workers.
 const WORKERS: usize = 5;
@@ -160,7 +161,7 @@ impl Approver {
         if is_approved || is_denied {
             return Ok(());
         }
-        let name = csr.metadata.name.clone().unwrap_or_default();
+        let name = csr.name_str().to_string();
         let parsed = csr::parse(&csr.spec.request.0)
             .map_err(|e| anyhow::anyhow!("unable to parse csr {name:?}: {e}"))?;
         let mut tried = Vec::new();

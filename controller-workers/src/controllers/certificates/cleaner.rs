@@ -18,6 +18,7 @@ use tracing::{error, info};
 use super::{conditions, is_issued, APPROVED, CLEANER_NAME, DENIED, FAILED};
 use crate::api_errors::is_not_found;
 use crate::controller::{ControllerContext, Runnable};
+use crate::meta::ResourceNames;
 use crate::store::Store;
 
 /// How often the requests are checked.
@@ -146,7 +147,7 @@ impl Cleaner {
             let Some(cleanup) = cleanup(&csr, now) else {
                 continue;
             };
-            let name = csr.metadata.name.clone().unwrap_or_default();
+            let name = csr.name_str().to_string();
             match cleanup.expiration {
                 Some((what, age)) => {
                     info!(controller = CLEANER_NAME, csr = %name, expiration = what, age = ?age, "{}", cleanup.message)

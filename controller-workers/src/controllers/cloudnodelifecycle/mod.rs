@@ -21,6 +21,7 @@ use tracing::{error, info};
 use crate::cloud::{self, CloudProvider};
 use crate::controller::{ControllerContext, Runnable};
 use crate::generic_options::GenericOptions;
+use crate::meta::ResourceNames;
 use crate::recorder::{Recorder, NORMAL};
 use crate::store::Store;
 
@@ -142,7 +143,7 @@ impl Controller {
             return;
         };
         for node in self.nodes.list() {
-            let name = node.metadata.name.clone().unwrap_or_default();
+            let name = node.name_str().to_string();
             if step_for(&node) == Step::Untaint {
                 if let Err(e) = self.set_shutdown_taint(&node, false).await {
                     error!(controller = NAME, node = %name, "error patching node taints: {e}");
@@ -199,7 +200,7 @@ impl Controller {
     /// Adds or removes the shutdown taint by a patch of the whole taint list guarded by
     /// the resourceVersion it was computed from; a conflict reads the node again.
     async fn set_shutdown_taint(&self, node: &Node, add: bool) -> anyhow::Result<()> {
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.name_str().to_string();
         let api: Api<Node> = Api::all(self.client.clone());
         let mut current = node.clone();
         for attempt in 0..5 {

@@ -31,6 +31,7 @@ use self::schedule::Schedule;
 use crate::api_errors::is_not_found;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pod_control::controller_ref;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
@@ -75,7 +76,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
         let store = cronjobs.store().clone();
         jobs.add_handler(Arc::new(move |change: &Change<Job>| {
             let job = change.latest();
-            let namespace = job.metadata.namespace.as_deref().unwrap_or_default();
+            let namespace = job.namespace_str();
             if let Some(cronjob) =
                 controller_of(&job.metadata).and_then(|r| store.referenced(namespace, r))
             {
@@ -153,6 +154,9 @@ fn most_recent(
 }
 
 impl Controller {
+    /// Upstream `sync` and `syncCronJob`: reconcile the active list with the Jobs, start
+    /// the most recent missed run when one is due, clean up finished Jobs beyond the
+    /// history limits, write the status, and requeue for the next scheduled time.
     async fn sync(&self, key: &str) -> anyhow::Result<()> {
         let (namespace, name) = split_key(key);
         let Some(cached) = self.cronjobs.get_in(namespace, name) else {
@@ -171,163 +175,21 @@ impl Controller {
             .collect();
         let job_api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
 
-        // Reconcile the active list with the Jobs.
-        let mut active = status.active.clone().unwrap_or_default();
-        let mut live_cronjob: Option<CronJob> = None;
-        for job in &owned {
-            let listed = active.iter().any(|r| r.uid == job.metadata.uid);
-            if finished(job) == Some("Complete") {
-                // A completed Job counts for lastSuccessfulTime, listed or not.
-                let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
-                if done.as_ref().map(|t| t.0) > status.last_successful_time.as_ref().map(|t| t.0) {
-                    status.last_successful_time = done;
-                }
-            }
-            match finished(job) {
-                Some(kind) if listed => {
-                    active.retain(|r| r.uid != job.metadata.uid);
-                    self.recorder.event(
-                        &cronjob,
-                        NORMAL,
-                        "SawCompletedJob",
-                        format!(
-                            "Saw completed job: {}, status: {kind}",
-                            job.metadata.name.as_deref().unwrap_or_default()
-                        ),
-                    );
-                }
-                None if !listed => {
-                    // Our cache may be behind: is it in the live CronJob's list?
-                    if live_cronjob.is_none() {
-                        live_cronjob = Some(
-                            Api::<CronJob>::namespaced(self.client.clone(), namespace)
-                                .get(name)
-                                .await?,
-                        );
-                    }
-                    let live_active = live_cronjob
-                        .as_ref()
-                        .and_then(|c| c.status.as_ref())
-                        .and_then(|s| s.active.as_ref());
-                    if let Some(reference) = live_active
-                        .into_iter()
-                        .flatten()
-                        .find(|r| r.uid == job.metadata.uid)
-                    {
-                        active.push(reference.clone());
-                    } else {
-                        // Made by someone else (`kubectl create job --from=cronjob/...`)
-                        // or forgotten: reported, not adopted into the active list.
-                        self.recorder.event(
-                            &cronjob,
-                            WARNING,
-                            "UnexpectedJob",
-                            format!(
-                                "Saw a job that the controller did not create or forgot: {}",
-                                job.metadata.name.as_deref().unwrap_or_default()
-                            ),
-                        );
-                    }
-                }
-                _ => {}
-            }
-        }
-        active.retain(|r| {
-            let present = owned.iter().any(|j| j.metadata.uid == r.uid);
-            if !present {
-                self.recorder.event(
-                    &cronjob,
-                    NORMAL,
-                    "MissingJob",
-                    format!(
-                        "Active job went missing: {}",
-                        r.name.as_deref().unwrap_or_default()
-                    ),
-                );
-            }
-            present
-        });
-        status.active = (!active.is_empty()).then_some(active.clone());
+        self.reconcile_active(&cronjob, &owned, &mut status).await?;
         let mut requeue = None;
-
         if cronjob.metadata.deletion_timestamp.is_none() && !spec.suspend.unwrap_or(false) {
-            if spec.schedule.contains("TZ") {
-                self.recorder.event(
-                    &cronjob,
-                    WARNING,
-                    "UnsupportedSchedule",
-                    format!("CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details", spec.schedule),
-                );
-            }
-            let unparseable = |error: String| {
-                self.recorder.event(
-                    &cronjob,
-                    WARNING,
-                    "UnparseableSchedule",
-                    format!("unparseable schedule: {:?} : {error}", spec.schedule),
-                );
-            };
-            // A zone named in the schedule wins (the API server refuses both at once).
-            let (prefix_zone, schedule_text) = match schedule::split_time_zone(&spec.schedule) {
-                Ok((zone, text)) => (zone, Some(text)),
-                Err(error) => {
-                    unparseable(error);
-                    (None, None)
-                }
-            };
-            let zone = match (prefix_zone, spec.time_zone.as_deref()) {
-                (Some(name), _) => match TimeZone::get(name) {
-                    Ok(zone) => Some(zone),
-                    Err(error) => {
-                        unparseable(format!("provided bad location {name}: {error}"));
-                        None
-                    }
-                },
-                (None, Some(name)) => match TimeZone::get(name) {
-                    Ok(zone) => Some(zone),
-                    Err(error) => {
-                        self.recorder.event(
-                            &cronjob,
-                            WARNING,
-                            "UnknownTimeZone",
-                            format!("invalid timeZone: {name:?}: {error}"),
-                        );
-                        None
-                    }
-                },
-                (None, None) => Some(TimeZone::UTC),
-            };
-            let schedule = schedule_text.and_then(|text| match Schedule::parse(text) {
-                Ok(schedule) => Some(schedule),
-                Err(error) => {
-                    unparseable(error);
-                    None
-                }
-            });
-            if let (Some(zone), Some(schedule)) = (zone, schedule) {
-                let mut earliest = status
-                    .last_schedule_time
-                    .as_ref()
-                    .or(cronjob.metadata.creation_timestamp.as_ref())
-                    .map(|t| t.0)
-                    .unwrap_or(now);
-                if let Some(deadline) = spec.starting_deadline_seconds {
-                    let floor = now - k8s_openapi::jiff::SignedDuration::from_secs(deadline);
-                    earliest = earliest.max(floor);
-                }
-                let (scheduled, missed) = most_recent(&schedule, &zone, earliest, now);
-                if missed > MAX_MISSED {
-                    self.recorder.event(&cronjob, WARNING, "TooManyMissedTimes", "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew");
-                }
-                if let Some(at) = scheduled {
-                    self.start(&cronjob, &spec, at, &zone, &mut status, &job_api)
-                        .await?;
-                }
-                if let Some(next) = schedule.next(now, &zone) {
-                    let wait = next.as_nanosecond() - now.as_nanosecond();
-                    requeue =
-                        Some(Duration::from_nanos(wait.max(0) as u64) + Duration::from_millis(100));
-                }
+            if let Some((zone, schedule)) = self.parse_schedule(&cronjob, &spec) {
+                requeue = self
+                    .run_schedule(
+                        &cronjob,
+                        &spec,
+                        &zone,
+                        &schedule,
+                        &mut status,
+                        &job_api,
+                        now,
+                    )
+                    .await?;
             }
         }
         self.cleanup(&cronjob, &owned, &status, &job_api).await?;
@@ -345,6 +207,194 @@ impl Controller {
         Ok(())
     }
 
+    /// The active list checked against the Jobs the CronJob owns (upstream's first part
+    /// of `syncCronJob`): finished Jobs leave it (and move lastSuccessfulTime), running
+    /// Jobs the live CronJob lists join it, others are reported, and listed Jobs that
+    /// are gone leave it.
+    async fn reconcile_active(
+        &self,
+        cronjob: &CronJob,
+        owned: &[Arc<Job>],
+        status: &mut CronJobStatus,
+    ) -> anyhow::Result<()> {
+        let mut active = status.active.clone().unwrap_or_default();
+        let mut live_cronjob: Option<CronJob> = None;
+        for job in owned {
+            let listed = active.iter().any(|r| r.uid == job.metadata.uid);
+            if finished(job) == Some("Complete") {
+                // A completed Job counts for lastSuccessfulTime, listed or not.
+                let done = job.status.as_ref().and_then(|s| s.completion_time.clone());
+                if done.as_ref().map(|t| t.0) > status.last_successful_time.as_ref().map(|t| t.0) {
+                    status.last_successful_time = done;
+                }
+            }
+            match finished(job) {
+                Some(kind) if listed => {
+                    active.retain(|r| r.uid != job.metadata.uid);
+                    self.recorder.event(
+                        cronjob,
+                        NORMAL,
+                        "SawCompletedJob",
+                        format!("Saw completed job: {}, status: {kind}", job.name_str()),
+                    );
+                }
+                None if !listed => {
+                    // Our cache may be behind: is it in the live CronJob's list?
+                    if live_cronjob.is_none() {
+                        live_cronjob = Some(
+                            Api::<CronJob>::namespaced(
+                                self.client.clone(),
+                                cronjob.namespace_str(),
+                            )
+                            .get(cronjob.name_str())
+                            .await?,
+                        );
+                    }
+                    let live_active = live_cronjob
+                        .as_ref()
+                        .and_then(|c| c.status.as_ref())
+                        .and_then(|s| s.active.as_ref());
+                    if let Some(reference) = live_active
+                        .into_iter()
+                        .flatten()
+                        .find(|r| r.uid == job.metadata.uid)
+                    {
+                        active.push(reference.clone());
+                    } else {
+                        // Made by someone else (`kubectl create job --from=cronjob/...`)
+                        // or forgotten: reported, not adopted into the active list.
+                        self.recorder.event(
+                            cronjob,
+                            WARNING,
+                            "UnexpectedJob",
+                            format!(
+                                "Saw a job that the controller did not create or forgot: {}",
+                                job.name_str()
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        active.retain(|r| {
+            let present = owned.iter().any(|j| j.metadata.uid == r.uid);
+            if !present {
+                self.recorder.event(
+                    cronjob,
+                    NORMAL,
+                    "MissingJob",
+                    format!(
+                        "Active job went missing: {}",
+                        r.name.as_deref().unwrap_or_default()
+                    ),
+                );
+            }
+            present
+        });
+        status.active = (!active.is_empty()).then_some(active);
+        Ok(())
+    }
+
+    /// The schedule and its time zone, each failure reported as upstream's
+    /// `UnsupportedSchedule`, `UnparseableSchedule` and `UnknownTimeZone` events.
+    fn parse_schedule(
+        &self,
+        cronjob: &CronJob,
+        spec: &k8s_openapi::api::batch::v1::CronJobSpec,
+    ) -> Option<(TimeZone, Schedule)> {
+        if spec.schedule.contains("TZ") {
+            self.recorder.event(
+                cronjob,
+                WARNING,
+                "UnsupportedSchedule",
+                format!("CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details", spec.schedule),
+            );
+        }
+        let unparseable = |error: String| {
+            self.recorder.event(
+                cronjob,
+                WARNING,
+                "UnparseableSchedule",
+                format!("unparseable schedule: {:?} : {error}", spec.schedule),
+            );
+        };
+        // A zone named in the schedule wins (the API server refuses both at once).
+        let (prefix_zone, schedule_text) = match schedule::split_time_zone(&spec.schedule) {
+            Ok((zone, text)) => (zone, Some(text)),
+            Err(error) => {
+                unparseable(error);
+                (None, None)
+            }
+        };
+        let zone = match (prefix_zone, spec.time_zone.as_deref()) {
+            (Some(name), _) => match TimeZone::get(name) {
+                Ok(zone) => Some(zone),
+                Err(error) => {
+                    unparseable(format!("provided bad location {name}: {error}"));
+                    None
+                }
+            },
+            (None, Some(name)) => match TimeZone::get(name) {
+                Ok(zone) => Some(zone),
+                Err(error) => {
+                    self.recorder.event(
+                        cronjob,
+                        WARNING,
+                        "UnknownTimeZone",
+                        format!("invalid timeZone: {name:?}: {error}"),
+                    );
+                    None
+                }
+            },
+            (None, None) => Some(TimeZone::UTC),
+        };
+        let schedule = schedule_text.and_then(|text| match Schedule::parse(text) {
+            Ok(schedule) => Some(schedule),
+            Err(error) => {
+                unparseable(error);
+                None
+            }
+        });
+        zone.zip(schedule)
+    }
+
+    /// Starts the most recent missed run when there is one within the starting deadline,
+    /// and says when the next scheduled time comes.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_schedule(
+        &self,
+        cronjob: &CronJob,
+        spec: &k8s_openapi::api::batch::v1::CronJobSpec,
+        zone: &TimeZone,
+        schedule: &Schedule,
+        status: &mut CronJobStatus,
+        job_api: &Api<Job>,
+        now: Timestamp,
+    ) -> anyhow::Result<Option<Duration>> {
+        let mut earliest = status
+            .last_schedule_time
+            .as_ref()
+            .or(cronjob.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+            .unwrap_or(now);
+        if let Some(deadline) = spec.starting_deadline_seconds {
+            let floor = now - k8s_openapi::jiff::SignedDuration::from_secs(deadline);
+            earliest = earliest.max(floor);
+        }
+        let (scheduled, missed) = most_recent(schedule, zone, earliest, now);
+        if missed > MAX_MISSED {
+            self.recorder.event(cronjob, WARNING, "TooManyMissedTimes", "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew");
+        }
+        if let Some(at) = scheduled {
+            self.start(cronjob, spec, at, zone, status, job_api).await?;
+        }
+        Ok(schedule.next(now, zone).map(|next| {
+            let wait = next.as_nanosecond() - now.as_nanosecond();
+            Duration::from_nanos(wait.max(0) as u64) + Duration::from_millis(100)
+        }))
+    }
+
     async fn start(
         &self,
         cronjob: &CronJob,
@@ -354,7 +404,7 @@ impl Controller {
         status: &mut CronJobStatus,
         job_api: &Api<Job>,
     ) -> anyhow::Result<()> {
-        let cron_name = cronjob.metadata.name.clone().unwrap_or_default();
+        let cron_name = cronjob.name_str().to_string();
         let job_name = format!("{cron_name}-{}", at.as_second() / 60);
         let active = status.active.clone().unwrap_or_default();
         if active
@@ -509,7 +559,7 @@ impl Controller {
             });
             let extra = done.len() - limit.max(0) as usize;
             for job in done.into_iter().take(extra) {
-                let name = job.metadata.name.clone().unwrap_or_default();
+                let name = job.name_str().to_string();
                 self.delete_job(cronjob, job_api, &name).await?;
             }
         }

@@ -32,6 +32,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use crate::controller::{ControllerContext, Runnable};
 use crate::expectations::ControllerExpectations;
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
 use crate::rate_limiter::Backoff;
@@ -42,6 +43,10 @@ use crate::store::{controller_of, key_of, Store};
 pub use placement::node_should_run_daemon_pod;
 
 pub const NAME: &str = "daemonset-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node a daemon pod is for (nodeName or its required node affinity); `status` (phase, readiness, availability).
+pub const FIELDS: crate::projection::FieldList =
+    &[("v1/pods", &["spec.nodeName", "spec.affinity", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "v1/pods",
@@ -171,7 +176,7 @@ impl Controller {
     fn on_revision(&self, change: &Change<ControllerRevision>) {
         match change {
             Change::Added(revision) => {
-                let namespace = revision.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = revision.namespace_str();
                 if revision.metadata.deletion_timestamp.is_some() {
                     self.revision_deleted(revision);
                 } else if controller_of(&revision.metadata).is_none() {
@@ -217,7 +222,7 @@ impl Controller {
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {
-        let namespace = revision.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = revision.namespace_str();
         if let Some(ds) = controller_of(&revision.metadata).and_then(|r| self.resolve(namespace, r))
         {
             self.enqueue(&ds);
@@ -231,7 +236,7 @@ impl Controller {
                     self.pod_deleted(pod);
                     return;
                 }
-                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = pod.namespace_str();
                 if let Some(reference) = controller_of(&pod.metadata) {
                     if let Some(ds) = self.resolve(namespace, reference) {
                         self.expectations.creation_observed(&key_of(&ds.metadata));
@@ -274,7 +279,7 @@ impl Controller {
     }
 
     fn pod_deleted(&self, pod: &Pod) {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         if let Some(ds) = controller_of(&pod.metadata).and_then(|r| self.resolve(namespace, r)) {
             self.expectations.deletion_observed(&key_of(&ds.metadata));
             self.enqueue(&ds);

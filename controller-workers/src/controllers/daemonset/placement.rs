@@ -10,9 +10,11 @@ use k8s_openapi::api::core::v1::{
     NodeSelectorTerm, Pod, PodSpec, PodTemplateSpec, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
 
 use crate::controllers::deployment::util::get_scaled_value_from_int_or_percent;
 use crate::history::POD_REVISION_LABEL;
+use crate::meta::ResourceNames;
 use crate::scheduling::{
     add_or_update_toleration, find_untolerated_taint, matches_required_node_affinity,
     OBJECT_NAME_FIELD,
@@ -67,7 +69,7 @@ pub(super) fn add_daemon_tolerations(spec: &mut PodSpec) {
 /// (`NodeShouldRunDaemonPod`): a node that fits but has an untolerated NoSchedule taint
 /// keeps a pod it runs; an untolerated NoExecute taint evicts it.
 pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> (bool, bool) {
-    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let node_name = node.name_str();
     let mut spec = template_spec(ds);
     let wanted = spec.node_name.as_deref().unwrap_or_default();
     if !wanted.is_empty() && wanted != node_name {
@@ -162,13 +164,7 @@ pub(super) fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
 /// The node a daemon pod is for: its nodeName, or the `metadata.name` its required
 /// node affinity pins it to (`GetTargetNodeName`).
 pub(super) fn target_node_name(pod: &Pod) -> Result<String, String> {
-    let name = || {
-        format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        )
-    };
+    let name = || format!("{}/{}", pod.namespace_str(), pod.name_str());
     let spec = pod.spec.as_ref();
     if let Some(node) = spec
         .and_then(|s| s.node_name.as_deref())
@@ -212,13 +208,7 @@ pub(super) fn target_node_name(pod: &Pod) -> Result<String, String> {
 /// Was the pod made from the current template: same revision hash, or same template
 /// generation (`IsPodUpdated`)?
 pub(super) fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
-    let label = |key: &str| {
-        pod.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .map(String::as_str)
-    };
+    let label = |key: &str| pod.labels().get(key).map(String::as_str);
     let generation_matches = generation
         .is_some_and(|g| label(TEMPLATE_GENERATION_LABEL) == Some(g.to_string().as_str()));
     let hash_matches = !hash.is_empty() && label(POD_REVISION_LABEL) == Some(hash);

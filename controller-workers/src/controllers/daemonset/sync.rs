@@ -22,6 +22,7 @@ use crate::api_errors::{is_namespace_terminating, is_not_found};
 use crate::controller_ref::RefManager;
 use crate::expectations::ControllerExpectations;
 use crate::history::POD_REVISION_LABEL;
+use crate::meta::ResourceNames;
 use crate::pod_control::{controller_ref, PodControlInterface, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{is_pod_available, is_pod_ready, phase};
 use crate::recorder::{NORMAL, WARNING};
@@ -31,11 +32,11 @@ use crate::store::{key_of, split_key};
 pub(super) type NodePods = BTreeMap<String, Vec<Arc<Pod>>>;
 
 fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+    node.name_str()
 }
 
 fn pod_name(pod: &Pod) -> String {
-    pod.metadata.name.clone().unwrap_or_default()
+    pod.name_str().to_string()
 }
 
 impl Controller {
@@ -136,7 +137,7 @@ impl Controller {
             + Sync
             + 'static,
     {
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let selector = selector_of(ds).ok_or_else(|| anyhow!("invalid selector"))?;
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let candidates = store.claim_candidates(namespace, &uid);
@@ -165,7 +166,7 @@ impl Controller {
         let pods = self.daemon_pods(ds).await.with_context(|| {
             format!(
                 "couldn't get node to daemon pod mapping for daemon set {:?}",
-                ds.metadata.name.as_deref().unwrap_or_default()
+                ds.name_str()
             )
         })?;
         let mut by_node = NodePods::new();
@@ -207,7 +208,7 @@ impl Controller {
             }
             return;
         }
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let mut running = Vec::new();
         for pod in daemon_pods.into_iter().flatten() {
             if pod.metadata.deletion_timestamp.is_some() {
@@ -425,8 +426,8 @@ impl Controller {
         if counts.matches(&status) && status.observed_generation.unwrap_or(0) >= generation {
             return Ok(());
         }
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let name = ds.metadata.name.clone().unwrap_or_default();
+        let namespace = ds.namespace_str();
+        let name = ds.name_str().to_string();
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
         let mut to_update = ds.clone();
         // One retry on a fresh copy, as upstream (StatusUpdateRetries = 1).
@@ -496,7 +497,7 @@ pub(super) async fn sync_nodes_with<P: PodControlInterface>(
     hash: &str,
 ) -> anyhow::Result<()> {
     let key = key_of(&ds.metadata);
-    let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = ds.namespace_str();
     let create_count = needing.len().min(BURST_REPLICAS);
     let delete_count = to_delete.len().min(BURST_REPLICAS);
     expectations.set(&key, create_count as i64, delete_count as i64);

@@ -23,6 +23,7 @@ use super::{min_ready_seconds, Controller};
 use crate::history::{
     compute_hash, data_bytes, delete_revision, go_json, template_patch, POD_REVISION_LABEL,
 };
+use crate::meta::ResourceNames;
 use crate::pod_control::controller_ref;
 use crate::pods::is_pod_available;
 
@@ -71,9 +72,7 @@ pub(super) fn desired_node_counts(
             continue;
         }
         desired += 1;
-        node_pods
-            .entry(node.metadata.name.clone().unwrap_or_default())
-            .or_default();
+        node_pods.entry(node.name_str().to_string()).or_default();
     }
     let mut max_unavailable = unavailable_count(ds, desired)
         .map_err(|e| anyhow!("invalid value for MaxUnavailable: {e}"))?;
@@ -81,7 +80,7 @@ pub(super) fn desired_node_counts(
         surge_count(ds, desired).map_err(|e| anyhow!("invalid value for MaxSurge: {e}"))?;
     if desired > 0 && max_unavailable == 0 && max_surge == 0 {
         info!(
-            daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
+            daemonset = ds.name_str(),
             "DaemonSet is not configured for surge or unavailability, defaulting to accepting unavailability"
         );
         max_unavailable = 1;
@@ -147,7 +146,7 @@ pub(super) fn plan_rolling_update(
         let mut to_delete = allowed_replacements;
         to_delete.extend(candidates.into_iter().take(remaining as usize));
         debug!(
-            daemonset = ds.metadata.name.as_deref().unwrap_or_default(),
+            daemonset = ds.name_str(),
             deleting = to_delete.len(),
             unavailable,
             max_unavailable,
@@ -231,7 +230,7 @@ impl Controller {
     ) -> anyhow::Result<()> {
         let mut node_pods = self.node_pods(ds, false).await?;
         let counts = desired_node_counts(ds, nodes, &mut node_pods)?;
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let plan = plan_rolling_update(
             ds,
             &node_pods,
@@ -260,7 +259,7 @@ impl Controller {
         &self,
         ds: &Arc<DaemonSet>,
     ) -> anyhow::Result<(Arc<ControllerRevision>, Vec<Arc<ControllerRevision>>)> {
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), namespace);
         // A revision holds the current template when its data is this patch (`Match`).
         let patch = template_patch(&ds_template(ds));
@@ -269,11 +268,11 @@ impl Controller {
         let mut old = Vec::new();
         for revision in self.controlled_revisions(ds).await? {
             let mut revision = revision;
-            let labels = revision.metadata.labels.clone().unwrap_or_default();
+            let labels = revision.labels().clone();
             if !labels.contains_key(POD_REVISION_LABEL) {
                 // Revisions of old DaemonSets lack the hash label: it is their name.
                 let mut updated = (*revision).clone();
-                let name = updated.metadata.name.clone().unwrap_or_default();
+                let name = updated.name_str().to_string();
                 updated
                     .metadata
                     .labels
@@ -295,7 +294,7 @@ impl Controller {
             if kept.revision < next {
                 let mut updated = (*kept).clone();
                 updated.revision = next;
-                let name = updated.metadata.name.clone().unwrap_or_default();
+                let name = updated.name_str().to_string();
                 api.replace(&name, &PostParams::default(), &updated).await?;
             }
             kept
@@ -313,8 +312,8 @@ impl Controller {
         patch: serde_json::Value,
         patch_bytes: &[u8],
     ) -> anyhow::Result<Arc<ControllerRevision>> {
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let ds_name = ds.metadata.name.clone().unwrap_or_default();
+        let namespace = ds.namespace_str();
+        let ds_name = ds.name_str().to_string();
         let template = ds_template(ds);
         let collision_count = ds.status.as_ref().and_then(|s| s.collision_count);
         let hash = compute_hash(&template, collision_count);
@@ -394,7 +393,7 @@ impl Controller {
             .and_then(|l| l.get(POD_REVISION_LABEL))
             .cloned()
             .unwrap_or_default();
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), namespace);
         for duplicate in current
@@ -419,7 +418,7 @@ impl Controller {
                         .with_context(|| format!("relabelling pod {}", pod.name_any()))?;
                 }
             }
-            let duplicate_name = duplicate.metadata.name.clone().unwrap_or_default();
+            let duplicate_name = duplicate.name_str().to_string();
             api.delete(&duplicate_name, &Default::default()).await?;
         }
         Ok(keep)
@@ -454,7 +453,7 @@ impl Controller {
             })
             .collect();
         old.sort_by_key(|r| r.revision);
-        let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = ds.namespace_str();
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), namespace);
         for revision in old {
             if to_kill <= 0 {
@@ -468,7 +467,7 @@ impl Controller {
             if hash.is_some_and(|h| live.contains(h)) {
                 continue;
             }
-            let revision_name = revision.metadata.name.clone().unwrap_or_default();
+            let revision_name = revision.name_str().to_string();
             delete_revision(&api, &revision_name).await?;
             to_kill -= 1;
         }

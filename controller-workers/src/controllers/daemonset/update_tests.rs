@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 
 use super::placement::target_node_name;
 use super::sync::{sync_nodes_with, NodePods};
@@ -528,7 +529,7 @@ async fn sync_nodes_creates_in_slow_start_batches_and_counts_expectations() {
                 (record.namespace.as_str(), record.owner.as_str()),
                 ("default", "foo")
             );
-            let labels = record.pod.metadata.labels.clone().unwrap_or_default();
+            let labels = record.pod.labels().clone();
             assert_eq!(
                 labels.get("controller-revision-hash").map(String::as_str),
                 Some("v1")

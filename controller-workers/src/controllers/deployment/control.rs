@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, PostParams};
 
 use super::Controller;
+use crate::meta::ResourceNames;
 
 /// Writes a scaled ReplicaSet and reports it on the Deployment.
 pub(super) trait ReplicaSetControl: Sync {
@@ -25,8 +26,8 @@ pub(super) trait ReplicaSetControl: Sync {
 
 impl ReplicaSetControl for Controller {
     async fn update_replica_set(&self, rs: &ReplicaSet) -> anyhow::Result<ReplicaSet> {
-        let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-        let name = rs.metadata.name.clone().unwrap_or_default();
+        let namespace = rs.namespace_str().to_string();
+        let name = rs.name_str().to_string();
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
         Ok(api.replace(&name, &PostParams::default(), rs).await?)
     }
@@ -45,6 +46,7 @@ pub(super) mod fake {
 
     use super::ReplicaSetControl;
     use crate::controllers::deployment::util::replica_set_replicas;
+    use crate::meta::ResourceNames;
 
     #[derive(Default)]
     struct Calls {
@@ -85,12 +87,7 @@ pub(super) mod fake {
             self.lock()
                 .updates
                 .iter()
-                .map(|rs| {
-                    (
-                        rs.metadata.name.clone().unwrap_or_default(),
-                        replica_set_replicas(rs),
-                    )
-                })
+                .map(|rs| (rs.name_str().to_string(), replica_set_replicas(rs)))
                 .collect()
         }
 
@@ -108,7 +105,7 @@ pub(super) mod fake {
             let result = if self.fail {
                 Err(anyhow::anyhow!(
                     "Operation cannot be fulfilled on replicasets.apps {:?}: the object has been modified",
-                    rs.metadata.name.as_deref().unwrap_or_default()
+                    rs.name_str()
                 ))
             } else {
                 self.lock().updates.push(rs.clone());

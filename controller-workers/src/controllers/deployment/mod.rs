@@ -8,6 +8,7 @@
 //! [`util`] the pure helpers (annotations, revisions, surge arithmetic, hashing).
 
 mod control;
+mod new_replica_set;
 mod progress;
 mod recreate;
 #[cfg(test)]
@@ -27,12 +28,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::selector::Selector;
 use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "deployment-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// only metadata and `status` (a Recreate rollout waits for the old pods to stop running).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/pods", "apps/v1/replicasets", "apps/v1/deployments"];
 /// A key that keeps failing is dropped after this many retries (upstream maxRetries).
@@ -103,7 +108,7 @@ impl Controller {
 
     /// Deployments whose selector matches an orphan ReplicaSet.
     fn deployments_for_orphan(&self, rs: &ReplicaSet) -> Vec<Arc<Deployment>> {
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = rs.namespace_str();
         self.deployments
             .list_namespace(namespace)
             .into_iter()
@@ -120,7 +125,7 @@ impl Controller {
     fn on_replica_set(&self, change: &Change<ReplicaSet>) {
         match change {
             Change::Added(rs) => {
-                let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = rs.namespace_str();
                 if rs.metadata.deletion_timestamp.is_some() {
                     if let Some(d) =
                         controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r))
@@ -143,7 +148,7 @@ impl Controller {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = new.namespace_str();
                 let route = crate::controller_ref::route_update(
                     &old.metadata,
                     &new.metadata,
@@ -161,7 +166,7 @@ impl Controller {
             }
             Change::Deleted(deleted) => {
                 let rs = deleted.object();
-                let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = rs.namespace_str();
                 if let Some(d) =
                     controller_of(&rs.metadata).and_then(|r| self.resolve(namespace, r))
                 {
@@ -174,7 +179,7 @@ impl Controller {
     /// A Recreate rollout waits for the old pods to be gone: the last one's deletion
     /// wakes the Deployment up.
     fn on_pod_deleted(&self, pod: &Pod) {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         let Some(rs) = controller_of(&pod.metadata)
             .and_then(|reference| self.replica_sets.referenced(namespace, reference))
         else {

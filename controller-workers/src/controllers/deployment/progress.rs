@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::sync::{calculate_status, same_status};
 use super::util;
 use super::Controller;
+use crate::meta::ResourceNames;
 use crate::store::key_of;
 
 impl Controller {
@@ -33,7 +34,7 @@ impl Controller {
             && current
                 .as_ref()
                 .is_some_and(|c| c.reason.as_deref() == Some(util::NEW_RS_AVAILABLE_REASON));
-        let d_name = d.metadata.name.clone().unwrap_or_default();
+        let d_name = d.name_str().to_string();
         let rs_name = new_rs.and_then(|rs| rs.metadata.name.clone());
         if has_deadline && !complete {
             if util::deployment_complete(d, &status) {

@@ -8,6 +8,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use super::sync::all_of;
 use super::util;
 use super::Controller;
+use crate::meta::ResourceNames;
 use crate::recorder::{NORMAL, WARNING};
 
 /// The revision the annotation asks for (0: the previous one).
@@ -63,7 +64,7 @@ impl Controller {
                 util::set_deployment_annotations_to(d, rs);
                 true
             } else {
-                let name = d.metadata.name.clone().unwrap_or_default();
+                let name = d.name_str().to_string();
                 self.recorder.event(
                     &*d,
                     WARNING,
@@ -72,7 +73,7 @@ impl Controller {
                 );
                 false
             };
-            let name = d.metadata.name.clone().unwrap_or_default();
+            let name = d.name_str().to_string();
             self.clear_rollback_to(d).await?;
             if performed {
                 self.recorder.event(

@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 
 use super::control::fake::FakeReplicaSetControl;
 use super::rolling::{
@@ -163,7 +164,7 @@ async fn reconcile_new_replica_set_table() {
             // The write carries the Deployment's size and ceiling; the event names
             // the direction and both sizes.
             let written = &fake.updates()[0];
-            let annotations = written.metadata.annotations.clone().unwrap_or_default();
+            let annotations = written.annotations().clone();
             assert_eq!(
                 annotations.get(DESIRED_REPLICAS_ANNOTATION),
                 Some(&case.replicas.to_string()),

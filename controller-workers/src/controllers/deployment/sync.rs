@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use tracing::debug;
@@ -17,8 +16,9 @@ use tracing::debug;
 use super::control::ReplicaSetControl;
 use super::util::{self, deployment_replicas, replica_set_replicas};
 use super::Controller;
-use crate::api_errors::{is_namespace_terminating, is_not_found, message as api_error_text};
+use crate::api_errors::{is_namespace_terminating, is_not_found};
 use crate::controller_ref::RefManager;
+use crate::meta::ResourceNames;
 use crate::pod_control::controller_ref;
 use crate::recorder::{NORMAL, WARNING};
 use crate::selector::Selector;
@@ -136,7 +136,7 @@ impl Controller {
         d: &Deployment,
         selector: &Selector,
     ) -> anyhow::Result<Vec<ReplicaSet>> {
-        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let namespace = d.namespace_str().to_string();
         let uid = d.metadata.uid.clone().unwrap_or_default();
         let candidates = self.replica_sets.claim_candidates(&namespace, &uid);
         let manager = RefManager::new(
@@ -245,203 +245,6 @@ impl Controller {
         let old: Vec<ReplicaSet> = all_old.into_iter().cloned().collect();
         let new_rs = self.get_new_replica_set(d, rs_list, &old, create).await?;
         Ok((new_rs, old))
-    }
-
-    async fn get_new_replica_set(
-        &self,
-        d: &mut Deployment,
-        rs_list: &[ReplicaSet],
-        old: &[ReplicaSet],
-        create: bool,
-    ) -> anyhow::Result<Option<ReplicaSet>> {
-        let namespace = d.metadata.namespace.clone().unwrap_or_default();
-        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
-        let list = refs(rs_list);
-        let existing = util::find_new_replica_set(d, &list).cloned();
-        let new_revision = (util::max_revision(old) + 1).to_string();
-        let min_ready = d.spec.as_ref().and_then(|spec| spec.min_ready_seconds);
-
-        if let Some(mut rs) = existing {
-            let annotations_updated = util::set_new_replica_set_annotations(
-                d,
-                &mut rs,
-                &new_revision,
-                true,
-                util::MAX_REV_HISTORY_LENGTH_IN_CHARS,
-            );
-            let rs_min_ready = rs.spec.as_ref().and_then(|spec| spec.min_ready_seconds);
-            if annotations_updated || rs_min_ready.unwrap_or(0) != min_ready.unwrap_or(0) {
-                rs.spec
-                    .get_or_insert_with(Default::default)
-                    .min_ready_seconds = min_ready;
-                let name = rs.metadata.name.clone().unwrap_or_default();
-                let updated = rs_api
-                    .replace(&name, &PostParams::default(), &rs)
-                    .await
-                    .with_context(|| format!("updating ReplicaSet {namespace}/{name}"))?;
-                return Ok(Some(updated));
-            }
-            let revision = rs
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(util::REVISION_ANNOTATION))
-                .cloned()
-                .unwrap_or_default();
-            let mut needs_update = util::set_deployment_revision(d, &revision);
-            let status = d.status.clone().unwrap_or_default();
-            if util::has_progress_deadline(d)
-                && util::get_deployment_condition(&status, util::DEPLOYMENT_PROGRESSING).is_none()
-            {
-                let message = format!(
-                    "Found new replica set {:?}",
-                    rs.metadata.name.as_deref().unwrap_or_default()
-                );
-                set_condition(
-                    d,
-                    util::DEPLOYMENT_PROGRESSING,
-                    util::CONDITION_TRUE,
-                    util::FOUND_NEW_RS_REASON,
-                    &message,
-                );
-                needs_update = true;
-            }
-            if needs_update {
-                self.update_status(d).await?;
-            }
-            return Ok(Some(rs));
-        }
-        if !create {
-            return Ok(None);
-        }
-
-        let spec = d.spec.clone().unwrap_or_default();
-        let collision_count = d.status.as_ref().and_then(|s| s.collision_count);
-        let hash = util::compute_hash(&spec.template, collision_count);
-        let mut template = spec.template.clone();
-        let labels = util::clone_and_add_label(
-            spec.template
-                .metadata
-                .as_ref()
-                .and_then(|m| m.labels.as_ref()),
-            util::DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY,
-            &hash,
-        );
-        template
-            .metadata
-            .get_or_insert_with(Default::default)
-            .labels = Some(labels.clone());
-        let selector = util::clone_selector_and_add_label(
-            &spec.selector,
-            util::DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY,
-            &hash,
-        );
-        let d_name = d.metadata.name.clone().unwrap_or_default();
-        let mut new_rs = ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some(format!("{d_name}-{hash}")),
-                namespace: Some(namespace.clone()),
-                owner_references: Some(vec![controller_ref(&*d)]),
-                labels: Some(labels),
-                ..Default::default()
-            },
-            spec: Some(ReplicaSetSpec {
-                replicas: Some(0),
-                min_ready_seconds: min_ready,
-                selector,
-                template: Some(template),
-            }),
-            status: None,
-        };
-        let mut all: Vec<&ReplicaSet> = old.iter().collect();
-        all.push(&new_rs);
-        let new_replicas =
-            util::new_rs_new_replicas(d, &all, &new_rs).map_err(anyhow::Error::msg)?;
-        new_rs.spec.get_or_insert_with(Default::default).replicas = Some(new_replicas);
-        util::set_new_replica_set_annotations(
-            d,
-            &mut new_rs,
-            &new_revision,
-            false,
-            util::MAX_REV_HISTORY_LENGTH_IN_CHARS,
-        );
-        let rs_name = new_rs.metadata.name.clone().unwrap_or_default();
-        let mut already_exists = false;
-        let created = match rs_api.create(&PostParams::default(), &new_rs).await {
-            Ok(created) => created,
-            Err(kube::Error::Api(status))
-                if status.code == 409 && status.reason == "AlreadyExists" =>
-            {
-                already_exists = true;
-                // Ours from an earlier sync whose create we did not see yet, or a hash
-                // collision with another template.
-                let existing = match self.replica_sets.get_in(&namespace, &rs_name) {
-                    Some(rs) => rs.as_ref().clone(),
-                    None => rs_api.get(&rs_name).await?,
-                };
-                let ours = crate::store::controller_of(&existing.metadata)
-                    .is_some_and(|r| Some(r.uid.as_str()) == d.metadata.uid.as_deref());
-                let same_template = existing
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.template.as_ref())
-                    .is_some_and(|t| util::equal_ignore_hash(&spec.template, t));
-                if ours && same_template {
-                    existing
-                } else {
-                    let status = d.status.get_or_insert_with(Default::default);
-                    let count = status.collision_count.unwrap_or(0);
-                    status.collision_count = Some(count + 1);
-                    if self.update_status(d).await.is_ok() {
-                        debug!(deployment = %d_name, old = count, new = count + 1, "hash collision; bumping collisionCount");
-                    }
-                    anyhow::bail!("replica set {namespace}/{rs_name} already exists with another template (hash collision)");
-                }
-            }
-            Err(error) if is_namespace_terminating(&error) => return Err(error.into()),
-            Err(error) => {
-                let message = format!(
-                    "Failed to create new replica set {rs_name:?}: {}",
-                    api_error_text(&error)
-                );
-                if util::has_progress_deadline(d) {
-                    set_condition(
-                        d,
-                        util::DEPLOYMENT_PROGRESSING,
-                        util::CONDITION_FALSE,
-                        util::FAILED_RS_CREATE_REASON,
-                        &message,
-                    );
-                    let _ = self.update_status(d).await;
-                }
-                self.recorder
-                    .event(&*d, WARNING, util::FAILED_RS_CREATE_REASON, message);
-                return Err(error.into());
-            }
-        };
-        if !already_exists && new_replicas > 0 {
-            self.recorder.event(
-                &*d,
-                NORMAL,
-                "ScalingReplicaSet",
-                format!("Scaled up replica set {rs_name} to {new_replicas}"),
-            );
-        }
-        let mut needs_update = util::set_deployment_revision(d, &new_revision);
-        if !already_exists && util::has_progress_deadline(d) {
-            set_condition(
-                d,
-                util::DEPLOYMENT_PROGRESSING,
-                util::CONDITION_TRUE,
-                util::NEW_REPLICA_SET_REASON,
-                &format!("Created new replica set {rs_name:?}"),
-            );
-            needs_update = true;
-        }
-        if needs_update {
-            self.update_status(d).await?;
-        }
-        Ok(Some(created))
     }
 
     /// Resizes the ReplicaSets when the Deployment's size changed: all to the one active
@@ -555,8 +358,8 @@ impl Controller {
             {
                 continue;
             }
-            let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-            let name = rs.metadata.name.clone().unwrap_or_default();
+            let namespace = rs.namespace_str().to_string();
+            let name = rs.name_str().to_string();
             debug!(replica_set = %name, "cleaning up old replica set");
             let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
             match api.delete(&name, &DeleteParams::default()).await {
@@ -621,8 +424,8 @@ impl Controller {
     }
 
     async fn put(&self, d: &Deployment, status: bool) -> anyhow::Result<Deployment> {
-        let namespace = d.metadata.namespace.clone().unwrap_or_default();
-        let name = d.metadata.name.clone().unwrap_or_default();
+        let namespace = d.namespace_str().to_string();
+        let name = d.name_str().to_string();
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
         let written = if status {
             api.replace_status(&name, &PostParams::default(), d).await
@@ -677,8 +480,8 @@ async fn scale_replica_set<W: ReplicaSetControl>(
     let mut copy = rs.clone();
     copy.spec.get_or_insert_with(Default::default).replicas = Some(new_scale);
     util::set_replicas_annotations(&mut copy, replicas, max);
-    let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-    let name = rs.metadata.name.clone().unwrap_or_default();
+    let namespace = rs.namespace_str().to_string();
+    let name = rs.name_str().to_string();
     let updated = control
         .update_replica_set(&copy)
         .await

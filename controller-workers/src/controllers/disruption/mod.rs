@@ -24,6 +24,7 @@ use tracing::debug;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pods::is_pod_ready;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
@@ -31,6 +32,9 @@ use crate::selector::Selector;
 use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "disruption-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// metadata and `status` (readiness, DisruptionTarget conditions).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "v1/pods",
@@ -182,7 +186,7 @@ fn set_condition(
 impl Controller {
     /// The PDB covering `pod` (the first by name when several do, as upstream warns).
     fn budget_for(&self, pod: &Pod) -> Option<String> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         let mut matching: Vec<Arc<PodDisruptionBudget>> = self
             .budgets
             .list_namespace(namespace)
@@ -250,12 +254,9 @@ impl Controller {
                 }),
             _ => None,
         };
-        found.map(Some).ok_or_else(|| {
-            format!(
-                "found no controllers for pod {:?}",
-                pod.metadata.name.as_deref().unwrap_or_default()
-            )
-        })
+        found
+            .map(Some)
+            .ok_or_else(|| format!("found no controllers for pod {:?}", pod.name_str()))
     }
 
     fn counts(
@@ -264,7 +265,7 @@ impl Controller {
         pods: &[Arc<Pod>],
         now: Timestamp,
     ) -> Result<(Counts, Vec<String>), String> {
-        let namespace = budget.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = budget.namespace_str();
         let spec = budget.spec.clone().unwrap_or_default();
         let mut unmanaged = Vec::new();
         let mut expected_scale = || -> Result<i32, String> {
@@ -274,7 +275,7 @@ impl Controller {
                     Some((uid, replicas)) => {
                         controllers.insert(uid, replicas);
                     }
-                    None => unmanaged.push(pod.metadata.name.clone().unwrap_or_default()),
+                    None => unmanaged.push(pod.name_str().to_string()),
                 }
             }
             Ok(controllers.values().sum())
@@ -304,7 +305,7 @@ impl Controller {
             .filter(|pod| pod.metadata.deletion_timestamp.is_none())
             .filter(|pod| {
                 // Evicted a moment ago and not deleted yet: not healthy.
-                let name = pod.metadata.name.clone().unwrap_or_default();
+                let name = pod.name_str().to_string();
                 disrupted
                     .get(&name)
                     .is_none_or(|at| at.0 + DELETION_TIMEOUT <= now)

@@ -20,6 +20,7 @@ use crate::endpointutil::{
     find_port, is_headless, pod_ips, repack_subsets, should_pod_be_in_endpoints,
     should_set_hostname, subsets_equal, HEADLESS_LABEL, LAST_CHANGE_TRIGGER_TIME,
 };
+use crate::meta::ResourceNames;
 use crate::pods::is_pod_ready;
 
 /// The most addresses an Endpoints object holds (upstream `maxCapacity`).
@@ -70,7 +71,7 @@ pub(super) fn endpoint_address(service: &Service, pod: &Pod) -> Result<EndpointA
         .ok_or_else(|| {
             format!(
                 "failed to find a matching endpoint for service {}",
-                service.metadata.name.as_deref().unwrap_or_default()
+                service.name_str()
             )
         })?;
     Ok(EndpointAddress {
@@ -114,8 +115,8 @@ pub(super) fn desired_subsets(service: &Service, pods: &[&Pod]) -> Desired {
     let spec = service.spec.clone().unwrap_or_default();
     let publish_not_ready = spec.publish_not_ready_addresses.unwrap_or(false);
     let ports = spec.ports.unwrap_or_default();
-    let service_name = service.metadata.name.as_deref().unwrap_or_default();
-    let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
+    let service_name = service.name_str();
+    let namespace = service.namespace_str();
     let mut desired = Desired::default();
     let mut add = |pod: &Pod, address: &EndpointAddress, port: Option<EndpointPort>| {
         let ready = publish_not_ready || is_pod_ready(pod);
@@ -128,14 +129,14 @@ pub(super) fn desired_subsets(service: &Service, pods: &[&Pod]) -> Desired {
             subset.addresses = addresses;
             desired.ready += 1;
         } else {
-            debug!(service = %format!("{namespace}/{service_name}"), pod = pod.metadata.name.as_deref().unwrap_or_default(), "Pod is out of service");
+            debug!(service = %format!("{namespace}/{service_name}"), pod = pod.name_str(), "Pod is out of service");
             subset.not_ready_addresses = addresses;
             desired.not_ready += 1;
         }
         desired.subsets.push(subset);
     };
     for pod in pods {
-        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let pod_name = pod.name_str();
         if !should_pod_be_in_endpoints(pod, publish_not_ready) {
             debug!(service = %format!("{namespace}/{service_name}"), pod = pod_name, "Pod is not included on endpoints for Service");
             continue;

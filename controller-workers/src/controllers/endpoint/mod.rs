@@ -42,6 +42,18 @@ use self::desired::{desired_subsets, endpoints_to_write};
 use self::tracker::StaleEndpointsTracker;
 
 pub const NAME: &str = "endpoints-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// what an address needs: node, hostname and subdomain, named container ports; `status` (IPs, readiness).
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.nodeName",
+        "spec.hostname",
+        "spec.subdomain",
+        "spec.containers.ports",
+        "status",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/services", "v1/pods", "v1/endpoints"];
 /// The component its events are reported as (upstream's event source).

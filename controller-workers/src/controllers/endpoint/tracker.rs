@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use k8s_openapi::api::core::v1::Endpoints;
 
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 
 #[derive(Default)]
 pub(super) struct StaleEndpointsTracker {
@@ -18,8 +19,8 @@ pub(super) struct StaleEndpointsTracker {
 
 fn key_of(endpoints: &Endpoints) -> (String, String) {
     (
-        endpoints.metadata.namespace.clone().unwrap_or_default(),
-        endpoints.metadata.name.clone().unwrap_or_default(),
+        endpoints.namespace_str().to_string(),
+        endpoints.name_str().to_string(),
     )
 }
 

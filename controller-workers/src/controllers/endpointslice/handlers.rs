@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
 use tracing::{debug, info, warn};
 
 use crate::endpointutil::{
@@ -125,9 +126,5 @@ fn is_managed(slice: &EndpointSlice) -> bool {
 }
 
 fn zone(node: &Node) -> &str {
-    node.metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(ZONE_LABEL))
-        .map_or("", String::as_str)
+    node.labels().get(ZONE_LABEL).map_or("", String::as_str)
 }

@@ -47,6 +47,18 @@ use self::metrics::{PortCache, SliceMetrics};
 use self::topologycache::TopologyCache;
 
 pub const NAME: &str = "endpointslice-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// what an endpoint needs: node, hostname and subdomain, named container ports; `status` (IPs, readiness).
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.nodeName",
+        "spec.hostname",
+        "spec.subdomain",
+        "spec.containers.ports",
+        "status",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "discovery.k8s.io/v1/endpointslices",

@@ -22,6 +22,7 @@ use tracing::info;
 use crate::endpointutil::{
     endpoints_equal_beyond_key, should_pod_be_in_endpoints, EndpointKey, EndpointSet, PortMapKey,
 };
+use crate::meta::ResourceNames;
 use crate::recorder::WARNING;
 use crate::store::Store;
 
@@ -69,10 +70,6 @@ pub(super) struct Planner<'a> {
     pub(super) controller_name: &'a str,
 }
 
-fn name_of(slice: &EndpointSlice) -> String {
-    slice.metadata.name.clone().unwrap_or_default()
-}
-
 impl Planner<'_> {
     /// The plan for the Service's slices of `address_type`, given the pods its selector
     /// picks and the existing managed slices of that type.
@@ -84,8 +81,8 @@ impl Planner<'_> {
         address_type: &str,
     ) -> Plan {
         let mut plan = Plan::default();
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let namespace = service.namespace_str();
+        let name = service.name_str();
 
         // Existing slices by port set; another Service's (an older one of the same name)
         // are replaced.
@@ -127,7 +124,7 @@ impl Planner<'_> {
             if node.is_none() && !publish_not_ready_addresses(service) {
                 // Left out, and the sync retried: a pod on a Node that is gone must not
                 // keep the slices from being written.
-                let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+                let pod_name = pod.name_str();
                 info!(pod = pod_name, service = %format!("{namespace}/{name}"), node = node_name, "skipping Pod for Service, Node not found");
                 plan.errors.push(format!(
                     "skipping Pod {pod_name} for Service {namespace}/{name}: Node {node_name} Not Found"
@@ -213,8 +210,8 @@ impl Planner<'_> {
         address_type: &str,
         plan: &mut Plan,
     ) {
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let namespace = service.namespace_str();
+        let name = service.name_str();
         let mut info = SliceInfo {
             service_key: format!("{namespace}/{name}"),
             address_type: address_type.to_string(),
@@ -266,7 +263,7 @@ impl Planner<'_> {
 
         // 1. Keep the endpoints still desired where they are, as they should be now.
         for slice in existing {
-            let name = name_of(slice);
+            let name = slice.name_str().to_string();
             let mut kept = Vec::new();
             let mut endpoint_updated = false;
             for endpoint in &slice.endpoints {

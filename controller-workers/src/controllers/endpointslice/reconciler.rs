@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use tracing::info;
 
 use crate::api_errors::{is_namespace_terminating, message};
+use crate::meta::ResourceNames;
 
 use super::packing::Planner;
 use super::utils::{
@@ -33,8 +34,8 @@ impl Controller {
         existing: Vec<Arc<EndpointSlice>>,
         trigger_time: Option<Timestamp>,
     ) -> anyhow::Result<()> {
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let namespace = service.namespace_str();
+        let name = service.name_str();
         let supported = address_types_for_service(service);
         let mut errors = Errors::default();
 
@@ -91,7 +92,7 @@ impl Controller {
 
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         for slice in unsupported {
-            let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
+            let slice_name = slice.name_str();
             match api.delete(slice_name, &DeleteParams::default()).await {
                 Ok(_) => {
                     self.tracker.expect_deletion(&slice);
@@ -118,8 +119,8 @@ impl Controller {
         mut to_delete: Vec<EndpointSlice>,
         trigger_time: Option<Timestamp>,
     ) -> anyhow::Result<()> {
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let namespace = service.namespace_str();
+        let name = service.name_str();
         recycle(service, &mut to_create, &mut to_update, &mut to_delete);
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
 
@@ -146,7 +147,7 @@ impl Controller {
 
         for slice in &mut to_update {
             add_trigger_time_annotation(slice, trigger_time);
-            let slice_name = slice.metadata.name.clone().unwrap_or_default();
+            let slice_name = slice.name_str().to_string();
             match api
                 .replace(&slice_name, &PostParams::default(), slice)
                 .await
@@ -166,7 +167,7 @@ impl Controller {
         }
 
         for slice in &to_delete {
-            let slice_name = slice.metadata.name.clone().unwrap_or_default();
+            let slice_name = slice.name_str().to_string();
             if let Err(error) = api.delete(&slice_name, &DeleteParams::default()).await {
                 let text = format!(
                     "failed to delete {slice_name} EndpointSlice for Service {namespace}/{name}: {}",

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use tracing::{debug, info};
 
 use crate::endpointutil::{
@@ -16,6 +17,7 @@ use crate::endpointutil::{
     ADDRESS_TYPE_IPV6, HEADLESS_LABEL, LAST_CHANGE_TRIGGER_TIME, MANAGED_BY_LABEL,
     SERVICE_NAME_LABEL,
 };
+use crate::meta::ResourceNames;
 use crate::pods::is_pod_ready;
 
 /// The Node label naming its zone.
@@ -148,7 +150,7 @@ pub(super) fn new_endpoint_slice(
     meta: &EndpointMeta,
     controller_name: &str,
 ) -> EndpointSlice {
-    let name = service.metadata.name.clone().unwrap_or_default();
+    let name = service.name_str().to_string();
     let owner = OwnerReference {
         api_version: "v1".into(),
         kind: "Service".into(),
@@ -242,10 +244,7 @@ pub(super) fn service_controller_key(slice: &EndpointSlice) -> Result<String, St
         .and_then(|labels| labels.get(SERVICE_NAME_LABEL))
         .filter(|name| !name.is_empty())
         .ok_or_else(|| format!("EndpointSlice missing {SERVICE_NAME_LABEL} label"))?;
-    Ok(format!(
-        "{}/{service}",
-        slice.metadata.namespace.as_deref().unwrap_or_default()
-    ))
+    Ok(format!("{}/{service}", slice.namespace_str()))
 }
 
 /// The labels a slice of the Service should have (upstream `setEndpointSliceLabels`):
@@ -263,7 +262,7 @@ pub(super) fn endpoint_slice_labels(
         .filter(|(key, _)| !is_reserved_label_key(key))
         .collect();
     let mut labels = BTreeMap::new();
-    for (key, value) in service.metadata.labels.iter().flatten() {
+    for (key, value) in service.labels().iter() {
         if is_reserved_label_key(key) {
             info!(service = ?service.metadata.name, label = %key, %value, "Service using reserved endpoint slices label; skipping it");
             continue;
@@ -277,10 +276,7 @@ pub(super) fn endpoint_slice_labels(
     if is_headless(service) {
         labels.insert(HEADLESS_LABEL.into(), String::new());
     }
-    labels.insert(
-        SERVICE_NAME_LABEL.into(),
-        service.metadata.name.clone().unwrap_or_default(),
-    );
+    labels.insert(SERVICE_NAME_LABEL.into(), service.name_str().to_string());
     labels.insert(MANAGED_BY_LABEL.into(), controller_name.into());
     (labels, updated)
 }
@@ -341,7 +337,7 @@ pub(super) fn unchanged_slices(
         .collect();
     existing
         .iter()
-        .filter(|slice| !changed.contains(slice.metadata.name.as_deref().unwrap_or_default()))
+        .filter(|slice| !changed.contains(slice.name_str()))
         .map(|slice| slice.as_ref().clone())
         .collect()
 }
@@ -362,10 +358,9 @@ pub(super) fn hints_enabled(annotations: Option<&BTreeMap<String, String>>) -> b
 /// namespace, labels, address type, no endpoints and no ports; names, annotations and
 /// owners aside.
 pub(super) fn same_placeholder(a: &EndpointSlice, b: &EndpointSlice) -> bool {
-    let labels = |slice: &EndpointSlice| slice.metadata.labels.clone().unwrap_or_default();
+    let labels = |slice: &EndpointSlice| slice.labels().clone();
     let ports = |slice: &EndpointSlice| slice.ports.clone().unwrap_or_default();
-    a.metadata.namespace.as_deref().unwrap_or_default()
-        == b.metadata.namespace.as_deref().unwrap_or_default()
+    a.namespace_str() == b.namespace_str()
         && labels(a) == labels(b)
         && a.address_type == b.address_type
         && a.endpoints == b.endpoints

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort as CorePort, Endpoints};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
 
 use crate::endpointutil::{
     address_type_of, EndpointKey, EndpointSet, PortMapKey, ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6,
     LAST_CHANGE_TRIGGER_TIME, LEADER_ANNOTATION, MANAGED_BY_LABEL, SERVICE_NAME_LABEL,
     SKIP_MIRROR_LABEL,
 };
+use crate::meta::ResourceNames;
 
 use super::MANAGED_BY;
 
@@ -101,10 +103,7 @@ pub(super) fn service_name_of(slice: &EndpointSlice) -> Option<&str> {
 /// service-name label.
 pub(super) fn endpoints_key_for_slice(slice: &EndpointSlice) -> Result<String, String> {
     match service_name_of(slice) {
-        Some(name) if !name.is_empty() => Ok(format!(
-            "{}/{name}",
-            slice.metadata.namespace.as_deref().unwrap_or_default()
-        )),
+        Some(name) if !name.is_empty() => Ok(format!("{}/{name}", slice.namespace_str())),
         _ => Err(format!("EndpointSlice missing {SERVICE_NAME_LABEL} label")),
     }
 }
@@ -141,8 +140,8 @@ pub(super) fn new_endpoint_slice(
     address_type: &str,
     slice_name: Option<&str>,
 ) -> EndpointSlice {
-    let name = endpoints.metadata.name.clone().unwrap_or_default();
-    let mut labels = endpoints.metadata.labels.clone().unwrap_or_default();
+    let name = endpoints.name_str().to_string();
+    let mut labels = endpoints.labels().clone();
     labels.insert(SERVICE_NAME_LABEL.to_string(), name.clone());
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string());
     let owner = OwnerReference {

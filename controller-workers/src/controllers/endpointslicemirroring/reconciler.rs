@@ -17,6 +17,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
 use tracing::info;
 
 use crate::api_errors::is_namespace_terminating;
@@ -24,6 +25,7 @@ use crate::endpointutil::{
     endpoints_equal_beyond_key, repack_subsets, EndpointKey, EndpointSet, EndpointSliceTracker,
     MANAGED_BY_LABEL, SERVICE_NAME_LABEL,
 };
+use crate::meta::ResourceNames;
 use crate::recorder::{Recorder, WARNING};
 
 use super::helpers::{
@@ -196,9 +198,8 @@ fn reconcile_by_port_mapping(
                 &[MANAGED_BY_LABEL, SERVICE_NAME_LABEL],
             );
             let unchanged = totals == TotalsByAction::default()
-                && endpoints.metadata.labels.clone().unwrap_or_default() == labels
-                && mirrored_annotations(endpoints)
-                    == first.metadata.annotations.clone().unwrap_or_default();
+                && endpoints.labels().clone() == labels
+                && mirrored_annotations(endpoints) == first.annotations().clone();
             if unchanged {
                 return (slices, totals);
             }
@@ -258,8 +259,8 @@ impl Reconciler {
         existing: &[Arc<EndpointSlice>],
     ) -> anyhow::Result<()> {
         let plan = plan(endpoints, existing, self.max_endpoints_per_subset);
-        let namespace = endpoints.metadata.namespace.as_deref().unwrap_or_default();
-        let name = endpoints.metadata.name.as_deref().unwrap_or_default();
+        let namespace = endpoints.namespace_str();
+        let name = endpoints.name_str();
         for ip in &plan.invalid_addresses {
             info!(controller = super::NAME, endpoints = %format!("{namespace}/{name}"), ip = %ip, "address in Endpoints is not a valid IP; it will not be mirrored to an EndpointSlice");
         }
@@ -294,8 +295,8 @@ impl Reconciler {
         mut slices: SlicesByAction,
     ) -> anyhow::Result<()> {
         recycle_slices(&mut slices);
-        let namespace = endpoints.metadata.namespace.as_deref().unwrap_or_default();
-        let name = endpoints.metadata.name.as_deref().unwrap_or_default();
+        let namespace = endpoints.namespace_str();
+        let name = endpoints.name_str();
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         if endpoints.metadata.deletion_timestamp.is_none() {
             for slice in &slices.to_create {
@@ -317,7 +318,7 @@ impl Reconciler {
             }
         }
         for slice in &slices.to_update {
-            let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
+            let slice_name = slice.name_str();
             let updated = api
                 .replace(slice_name, &PostParams::default(), slice)
                 .await
@@ -330,7 +331,7 @@ impl Reconciler {
             self.metrics.changes.inc("update");
         }
         for slice in &slices.to_delete {
-            let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
+            let slice_name = slice.name_str();
             api.delete(slice_name, &DeleteParams::default())
                 .await
                 .with_context(|| {
@@ -356,7 +357,7 @@ impl Reconciler {
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         let mut errors = Vec::new();
         for slice in slices {
-            let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
+            let slice_name = slice.name_str();
             if let Err(error) = api.delete(slice_name, &DeleteParams::default()).await {
                 errors.push(error);
             }

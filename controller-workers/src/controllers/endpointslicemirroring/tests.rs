@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::helpers::{
@@ -19,6 +20,7 @@ use super::reconciler::{
 use super::*;
 use crate::endpointutil::endpoint_set;
 use crate::informer::{Change, DeletedObject};
+use crate::meta::ResourceNames;
 
 fn endpoints(value: Value) -> Endpoints {
     let mut object = json!({
@@ -88,10 +90,7 @@ fn endpoints_of(slice: &EndpointSlice) -> Vec<(String, bool)> {
 }
 
 fn names(slices: &[Arc<EndpointSlice>]) -> Vec<&str> {
-    slices
-        .iter()
-        .map(|s| s.metadata.name.as_deref().unwrap_or_default())
-        .collect()
+    slices.iter().map(|s| s.name_str()).collect()
 }
 
 fn counts(plan: &Plan) -> (usize, usize, usize) {
@@ -475,7 +474,7 @@ fn an_up_to_date_slice_is_left_alone_and_label_or_annotation_changes_are_propaga
             Some("ext-abcde"),
             "{what}"
         );
-        let mut labels = changed.metadata.labels.clone().unwrap_or_default();
+        let mut labels = changed.labels().clone();
         labels.insert("kubernetes.io/service-name".into(), "ext".into());
         labels.insert(
             "endpointslice.kubernetes.io/managed-by".into(),
@@ -484,7 +483,7 @@ fn an_up_to_date_slice_is_left_alone_and_label_or_annotation_changes_are_propaga
         assert_eq!(updated.metadata.labels, Some(labels), "{what}");
         assert_eq!(
             updated.metadata.annotations,
-            Some(changed.metadata.annotations.clone().unwrap_or_default()),
+            Some(changed.annotations().clone()),
             "{what}"
         );
         assert_eq!(plan.totals, TotalsByAction::default(), "{what}");
@@ -581,12 +580,7 @@ fn recycling_pairs_slices_of_the_same_address_type() {
     let mut updated: Vec<(String, String)> = slices
         .to_update
         .iter()
-        .map(|s| {
-            (
-                s.address_type.clone(),
-                s.metadata.name.clone().unwrap_or_default(),
-            )
-        })
+        .map(|s| (s.address_type.clone(), s.name_str().to_string()))
         .collect();
     updated.sort();
     assert_eq!(

@@ -22,6 +22,7 @@ use tracing::debug;
 use crate::api_errors;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::store::{key_of, split_key, Store};
@@ -30,6 +31,9 @@ use crate::volume_util::{
 };
 
 pub const NAME: &str = "ephemeral-volume-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the pod's volumes (its generic ephemeral ones).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["spec.volumes"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/persistentvolumeclaims", "v1/pods"];
 const QUEUE: &str = "ephemeral_volume";
@@ -87,7 +91,7 @@ fn claim_for(pod: &Pod, volume: &Volume) -> Result<PersistentVolumeClaim, String
             owner_references: Some(vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
-                name: pod.metadata.name.clone().unwrap_or_default(),
+                name: pod.name_str().to_string(),
                 uid: pod.metadata.uid.clone().unwrap_or_default(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
@@ -230,7 +234,7 @@ impl Controller {
             return Ok(());
         }
         let claim_name = ephemeral_claim_name(pod, volume);
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         if let Some(existing) = self.claims.get_in(namespace, &claim_name) {
             ephemeral_claim_is_for_pod(pod, &existing)?;
             debug!(controller = NAME, volume = %volume.name, claim = %claim_name, "claim already created");

@@ -31,6 +31,7 @@ use tracing::{debug, info};
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{key_of, Store};
@@ -128,8 +129,7 @@ fn unported_expander(volume: &PersistentVolume) -> Option<&'static str> {
 pub fn decide(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> Expansion {
     let claim_ref = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
     let bound_here = claim_ref.is_some_and(|r| {
-        r.namespace.as_deref().unwrap_or_default()
-            == claim.metadata.namespace.as_deref().unwrap_or_default()
+        r.namespace.as_deref().unwrap_or_default() == claim.namespace_str()
             && r.uid.as_deref().unwrap_or_default()
                 == claim.metadata.uid.as_deref().unwrap_or_default()
     });
@@ -268,8 +268,8 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         driver: &str,
     ) -> anyhow::Result<()> {
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let namespace = claim.namespace_str();
+        let name = claim.name_str();
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
         let patch = resizer_patch(claim, driver);
         if let Err(error) = claims

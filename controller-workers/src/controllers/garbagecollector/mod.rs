@@ -53,7 +53,9 @@ use self::operations::{Kinds, OpError, Operations};
 use crate::controller::{ControllerContext, Runnable};
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, WARNING};
+use rkcm_proto::v1::informer_client::InformerClient;
 use rkcm_proto::v1::Shard;
+use tonic::transport::Channel;
 
 pub const NAME: &str = "garbage-collector-controller";
 
@@ -128,103 +130,12 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
         shard: context.informers.shard(),
     });
     // Discovery now and every period after (KCM: 30 s), so new CRDs are monitored.
-    {
-        let collector = collector.clone();
-        let period = options.garbage_collector_discovery_period;
-        let mut client = informer_client;
-        tokio::spawn(async move {
-            // Until a discovery has given it monitors the collector decides nothing, so it
-            // asks again soon (1 s doubling up to the period) rather than a period later.
-            let first_retry = std::time::Duration::from_secs(1).min(period);
-            let mut retry = first_retry;
-            loop {
-                match client
-                    .list_resources(rkcm_proto::v1::ListResourcesRequest {})
-                    .await
-                {
-                    Ok(response) => {
-                        let resources = response.into_inner().resources;
-                        let deletable = graph_builder::deletable(&resources);
-                        if deletable.is_empty() {
-                            // Not an API server without resources: a discovery that
-                            // came back empty. Stopping every monitor would only
-                            // relist them all next time.
-                            warn!("garbage collector: discovery returned no deletable resource; keeping the current monitors");
-                        } else {
-                            collector.ops.kinds.replace(&resources);
-                            collector.builder.sync_monitors(&deletable);
-                        }
-                    }
-                    Err(status) => {
-                        warn!(error = %status.message(), "garbage collector: discovery failed; keeping the current monitors")
-                    }
-                }
-                let wait = if collector.builder.monitor_count() == 0 {
-                    let wait = retry;
-                    retry = (retry * 2).min(period);
-                    wait
-                } else {
-                    retry = first_retry;
-                    period
-                };
-                tokio::time::sleep(wait).await;
-            }
-        });
-    }
-    {
-        // rkcm's own gauges (upstream has none for the graph): its size and monitors.
-        let nodes = prometheus_client::metrics::gauge::Gauge::<i64>::default();
-        let monitors = prometheus_client::metrics::gauge::Gauge::<i64>::default();
-        let synced = prometheus_client::metrics::gauge::Gauge::<i64>::default();
-        {
-            let mut registry = context
-                .metrics
-                .registry
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            registry.register(
-                "rkcm_garbage_collector_graph_nodes",
-                "Objects (and virtual owners) in the garbage collector's graph",
-                nodes.clone(),
-            );
-            registry.register(
-                "rkcm_garbage_collector_monitors",
-                "Resources the garbage collector monitors",
-                monitors.clone(),
-            );
-            registry.register(
-                "rkcm_garbage_collector_monitors_synced",
-                "1 when every monitor has its first snapshot",
-                synced.clone(),
-            );
-        }
-        let builder = collector.builder.clone();
-        tokio::spawn(async move {
-            let mut unsynced_for = 0u64;
-            loop {
-                let size = builder
-                    .graph
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .nodes
-                    .len();
-                nodes.set(size as i64);
-                monitors.set(builder.monitor_count() as i64);
-                let is_synced = builder.is_synced();
-                synced.set(i64::from(is_synced));
-                unsynced_for = if is_synced { 0 } else { unsynced_for + 1 };
-                // Orphaning waits for every monitor: say which ones hold it up.
-                if unsynced_for > 0 && unsynced_for.is_multiple_of(30) {
-                    if builder.monitor_count() == 0 {
-                        warn!(seconds = unsynced_for, "garbage collector: no monitor yet (discovery has not answered); deletions and orphaning wait for it");
-                    } else {
-                        warn!(seconds = unsynced_for, waiting_for = ?builder.unsynced(), "garbage collector: monitors not synced yet; orphaning waits for them");
-                    }
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        });
-    }
+    spawn_discovery(
+        collector.clone(),
+        informer_client,
+        options.garbage_collector_discovery_period,
+    );
+    spawn_graph_gauges(context, collector.builder.clone());
     {
         let builder = collector.builder.clone();
         context
@@ -261,6 +172,108 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<V
         max_retries: None,
     };
     Ok(vec![deleting, orphaning])
+}
+
+/// Upstream's periodic `Sync`: discovery now and every `period` after, the monitors
+/// following the deletable resources it finds.
+fn spawn_discovery(
+    collector: Arc<Collector>,
+    mut client: InformerClient<Channel>,
+    period: std::time::Duration,
+) {
+    tokio::spawn(async move {
+        // Until a discovery has given it monitors the collector decides nothing, so it
+        // asks again soon (1 s doubling up to the period) rather than a period later.
+        let first_retry = std::time::Duration::from_secs(1).min(period);
+        let mut retry = first_retry;
+        loop {
+            match client
+                .list_resources(rkcm_proto::v1::ListResourcesRequest {})
+                .await
+            {
+                Ok(response) => {
+                    let resources = response.into_inner().resources;
+                    let deletable = graph_builder::deletable(&resources);
+                    if deletable.is_empty() {
+                        // Not an API server without resources: a discovery that
+                        // came back empty. Stopping every monitor would only
+                        // relist them all next time.
+                        warn!("garbage collector: discovery returned no deletable resource; keeping the current monitors");
+                    } else {
+                        collector.ops.kinds.replace(&resources);
+                        collector.builder.sync_monitors(&deletable);
+                    }
+                }
+                Err(status) => {
+                    warn!(error = %status.message(), "garbage collector: discovery failed; keeping the current monitors")
+                }
+            }
+            let wait = if collector.builder.monitor_count() == 0 {
+                let wait = retry;
+                retry = (retry * 2).min(period);
+                wait
+            } else {
+                retry = first_retry;
+                period
+            };
+            tokio::time::sleep(wait).await;
+        }
+    });
+}
+
+/// rkcm's own gauges of the graph (upstream has none): its size and its monitors,
+/// refreshed every second, with a warning while the monitors hold orphaning up.
+fn spawn_graph_gauges(context: &ControllerContext, builder: Arc<GraphBuilder>) {
+    let nodes = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+    let monitors = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+    let synced = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+    {
+        let mut registry = context
+            .metrics
+            .registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        registry.register(
+            "rkcm_garbage_collector_graph_nodes",
+            "Objects (and virtual owners) in the garbage collector's graph",
+            nodes.clone(),
+        );
+        registry.register(
+            "rkcm_garbage_collector_monitors",
+            "Resources the garbage collector monitors",
+            monitors.clone(),
+        );
+        registry.register(
+            "rkcm_garbage_collector_monitors_synced",
+            "1 when every monitor has its first snapshot",
+            synced.clone(),
+        );
+    }
+    tokio::spawn(async move {
+        let mut unsynced_for = 0u64;
+        loop {
+            let size = builder
+                .graph
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .nodes
+                .len();
+            nodes.set(size as i64);
+            monitors.set(builder.monitor_count() as i64);
+            let is_synced = builder.is_synced();
+            synced.set(i64::from(is_synced));
+            unsynced_for = if is_synced { 0 } else { unsynced_for + 1 };
+            // Orphaning waits for every monitor: say which ones hold it up.
+            if unsynced_for > 0 && unsynced_for.is_multiple_of(30) {
+                if builder.monitor_count() == 0 {
+                    warn!(seconds = unsynced_for, "garbage collector: no monitor yet (discovery has not answered); deletions and orphaning wait for it");
+                } else {
+                    warn!(seconds = unsynced_for, waiting_for = ?builder.unsynced(), "garbage collector: monitors not synced yet; orphaning waits for them");
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
 }
 
 impl Collector {

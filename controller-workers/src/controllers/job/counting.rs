@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 
 use super::conditions::finished;
 use super::indexes;
@@ -55,11 +56,7 @@ pub(super) struct Counts {
 }
 
 pub(super) fn has_finalizer(pod: &Pod) -> bool {
-    pod.metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == TRACKING_FINALIZER)
+    pod.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
 }
 
 pub(super) fn pod_uid(pod: &Pod) -> String {

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 
 pub(super) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// How often an index failed before this pod (backoffLimitPerIndex).
@@ -77,10 +78,8 @@ pub(super) fn of_pod(pod: &Pod) -> Option<i32> {
 }
 
 fn count_annotation(pod: &Pod, key: &str) -> i32 {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
+    pod.annotations()
+        .get(key)
         .and_then(|v| v.parse::<i32>().ok())
         .filter(|v| *v >= 0)
         .unwrap_or(0)

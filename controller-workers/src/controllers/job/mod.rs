@@ -51,6 +51,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::controller::{ControllerContext, Runnable};
 use crate::expectations::UidTrackingExpectations;
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
 use crate::rate_limiter::{Bucket, ItemExponentialFailure, MaxOf};
@@ -58,6 +59,9 @@ use crate::recorder::Recorder;
 use crate::store::{controller_of, key_of, Store};
 
 pub const NAME: &str = "job-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node (deletion order) and `status` (phase, conditions, container statuses for the failure policy and backoff).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["spec.nodeName", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/pods", "batch/v1/jobs"];
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -190,7 +194,7 @@ pub fn build(context: &ControllerContext, options: &Options) -> anyhow::Result<R
 
 impl Controller {
     fn job_of(&self, pod: &Pod) -> Option<Arc<Job>> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         self.jobs
             .referenced(namespace, controller_of(&pod.metadata)?)
     }

@@ -3,6 +3,7 @@
 //! fails the Job (FailJob), is not counted against backoffLimit (Ignore), or counts as
 //! usual (Count).
 
+use crate::meta::ResourceNames;
 use k8s_openapi::api::batch::v1::{Job, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
@@ -71,8 +72,8 @@ pub(super) fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &
     let Some(policy) = policy else {
         return NO_MATCH;
     };
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let namespace = pod.namespace_str();
+    let name = pod.name_str();
     for (index, rule) in policy.rules.iter().enumerate() {
         let matched = if let Some(requirement) = &rule.on_exit_codes {
             matching_container(pod, requirement).map(|(container, code)| {

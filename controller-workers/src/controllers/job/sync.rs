@@ -25,6 +25,7 @@ use super::tracking::{self, Uncounted};
 use super::{template, Controller, TRACKING_FINALIZER};
 use crate::api_errors::is_not_found;
 use crate::controller_ref::RefManager;
+use crate::meta::ResourceNames;
 use crate::pod_control::{controller_ref, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::is_pod_active;
 use crate::selector::Selector;
@@ -201,7 +202,7 @@ impl Controller {
             if managed && counting::has_finalizer(pod) {
                 self.release(&pod_api, pod).await?;
             }
-            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let pod_name = pod.name_str().to_string();
             self.pod_control.delete_pod(namespace, &pod_name, job).await
         }))
         .await;
@@ -364,8 +365,8 @@ impl Controller {
     }
 
     async fn write_status(&self, job: &mut Job, status: JobStatus) -> anyhow::Result<()> {
-        let namespace = job.metadata.namespace.clone().unwrap_or_default();
-        let name = job.metadata.name.clone().unwrap_or_default();
+        let namespace = job.namespace_str().to_string();
+        let name = job.name_str().to_string();
         let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
         job.status = Some(status);
         let written = api
@@ -396,7 +397,7 @@ impl Controller {
             "uid": pod.metadata.uid,
         }});
         api.patch(
-            pod.metadata.name.as_deref().unwrap_or_default(),
+            pod.name_str(),
             &PatchParams::default(),
             &Patch::Strategic(&patch),
         )

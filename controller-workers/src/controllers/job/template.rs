@@ -13,6 +13,7 @@ use super::backoff::last_failed_pod;
 use super::indexes::{self, COMPLETION_INDEX};
 use super::pod_failure_policy::match_pod_failure_policy;
 use super::TRACKING_FINALIZER;
+use crate::meta::ResourceNames;
 
 /// The environment variable an Indexed Job's containers read their index from.
 const COMPLETION_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
@@ -24,7 +25,7 @@ pub(super) fn new_pod(
     pods: &[Arc<Pod>],
     index: Option<i32>,
 ) -> (PodTemplateSpec, Option<String>) {
-    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let job_name = job.name_str().to_string();
     let no_spec = JobSpec::default();
     let spec = job.spec.as_ref().unwrap_or(&no_spec);
     let mut template = pod_template(&spec.template, &job_name, index);

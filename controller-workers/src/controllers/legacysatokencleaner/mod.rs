@@ -39,9 +39,25 @@ use tracing::{error, info};
 use crate::api_errors::{is_conflict, is_not_found};
 use crate::controller::{ControllerContext, Runnable};
 use crate::flags::parse_go_duration;
+use crate::meta::ResourceNames;
 use crate::store::Store;
 
 pub const NAME: &str = "legacy-serviceaccount-token-cleaner-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// every place a pod names a Secret: image pull secrets, env and envFrom of every container, volumes.
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.imagePullSecrets",
+        "spec.initContainers.env.valueFrom",
+        "spec.initContainers.envFrom.secretRef",
+        "spec.containers.env.valueFrom",
+        "spec.containers.envFrom.secretRef",
+        "spec.ephemeralContainers.env.valueFrom",
+        "spec.ephemeralContainers.envFrom.secretRef",
+        "spec.volumes",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/pods", "v1/secrets", "v1/serviceaccounts"];
 /// Upstream's fixed `DefaultCleanerSyncInterval`.
@@ -205,7 +221,7 @@ fn decide(
             return Decision::Keep;
         }
     }
-    let name = secret.metadata.name.as_deref().unwrap_or("");
+    let name = secret.name_str();
     let Some(account) = account() else {
         return Decision::Keep;
     };
@@ -253,8 +269,8 @@ impl Controller {
         }
         let mut mounted_by_namespace: HashMap<String, HashSet<String>> = HashMap::new();
         for secret in self.secrets.list() {
-            let namespace = secret.metadata.namespace.as_deref().unwrap_or("");
-            let name = secret.metadata.name.as_deref().unwrap_or("");
+            let namespace = secret.namespace_str();
+            let name = secret.name_str();
             let decision = decide(
                 &secret,
                 now,
@@ -302,15 +318,15 @@ impl Controller {
     fn account_of(&self, secret: &Secret) -> Option<Arc<ServiceAccount>> {
         let name = annotation(secret, SERVICE_ACCOUNT_NAME_KEY).filter(|n| !n.is_empty())?;
         let uid = annotation(secret, SERVICE_ACCOUNT_UID_KEY).unwrap_or("");
-        let namespace = secret.metadata.namespace.as_deref().unwrap_or("");
+        let namespace = secret.namespace_str();
         self.accounts
             .get_in(namespace, name)
             .filter(|account| uid.is_empty() || account.metadata.uid.as_deref() == Some(uid))
     }
 
     async fn mark_invalid(&self, secret: &Secret, date: &str) {
-        let namespace = secret.metadata.namespace.as_deref().unwrap_or("");
-        let name = secret.metadata.name.as_deref().unwrap_or("");
+        let namespace = secret.namespace_str();
+        let name = secret.name_str();
         info!(controller = NAME, secret = %format!("{namespace}/{name}"), invalid_since = date, "Mark the auto-generated service account token as invalid");
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let patch = invalid_since_patch(secret, date);

@@ -27,6 +27,7 @@ use tracing::{debug, error, info, warn};
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::{Change, Informer};
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL};
 use crate::store::Store;
@@ -201,7 +202,7 @@ async fn start_up(controller: Arc<Controller>, nodes: Arc<Informer<Node>>, servi
 }
 
 fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+    node.name_str()
 }
 
 fn pod_cidrs(node: &Node) -> Vec<String> {

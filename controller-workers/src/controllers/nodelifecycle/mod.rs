@@ -39,6 +39,7 @@ use tracing::{debug, info, warn};
 use crate::client::ClientFactory;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::{Change, Informer};
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::{key_of, Store};
@@ -51,6 +52,9 @@ pub use taints::{NOT_READY, UNREACHABLE};
 use zones::{Tainter, ZoneState};
 
 pub const NAME: &str = "node-lifecycle-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node; `status` whole, since marking a pod not ready writes its status back (an update).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["spec.nodeName", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["coordination.k8s.io/v1/leases", "v1/nodes", "v1/pods"];
 /// The event source upstream's node controller reports as.
@@ -222,7 +226,7 @@ fn spawn_periodic_loops(
 }
 
 fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+    node.name_str()
 }
 
 fn node_reference(name: &str, uid: Option<&str>) -> ObjectReference {
@@ -388,8 +392,8 @@ impl Controller {
             }
             ready.status = "False".into();
             ready.last_transition_time = Some(Time(Timestamp::now()));
-            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-            let name = pod.metadata.name.clone().unwrap_or_default();
+            let namespace = pod.namespace_str().to_string();
+            let name = pod.name_str().to_string();
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
             debug!(controller = NAME, pod = %format!("{namespace}/{name}"), "marking pod not ready");
             match api

@@ -8,6 +8,7 @@
 //! [`swap_taints`], which adds and removes in one patch so a node never shows both or
 //! neither while they are swapped.
 
+use crate::meta::ResourceNames;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
@@ -164,7 +165,7 @@ pub(super) async fn swap_taints(
     add: &[Taint],
     remove: &[Taint],
 ) -> anyhow::Result<bool> {
-    let name = node.metadata.name.clone().unwrap_or_default();
+    let name = node.name_str().to_string();
     let api: Api<Node> = Api::all(client.clone());
     let mut current = node.clone();
     let mut delay = Duration::from_millis(100);

@@ -12,11 +12,14 @@
 //! targets' selectors pick the same pod are refused.
 
 mod behavior;
+mod metric_sources;
+mod metrics;
 mod monitor;
 mod operations;
 mod reconcile;
 mod replica_calculator;
 mod selectors;
+mod status;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,17 @@ use self::replica_calculator::Calculator;
 use self::selectors::HpaSelectors;
 
 pub const NAME: &str = "horizontal-pod-autoscaler-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// container requests (sidecars included); `status` (phase, readiness, start time).
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.containers.resources",
+        "spec.initContainers.resources",
+        "spec.initContainers.restartPolicy",
+        "status",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["autoscaling/v2/horizontalpodautoscalers", "v1/pods"];
 const QUEUE: &str = "horizontalpodautoscaler";

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::flags::parse_go_duration;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::selector::Selector;
 use rkcm_gocompat::quantity::Quantity;
 
@@ -426,8 +427,8 @@ impl Operations {
 
     /// A full `PUT horizontalpodautoscalers/status`.
     pub(super) async fn update_status(&self, hpa: &HorizontalPodAutoscaler) -> anyhow::Result<()> {
-        let namespace = hpa.metadata.namespace.as_deref().unwrap_or_default();
-        let name = hpa.metadata.name.as_deref().unwrap_or_default();
+        let namespace = hpa.namespace_str();
+        let name = hpa.name_str();
         let api: Api<HorizontalPodAutoscaler> = Api::namespaced(self.client.clone(), namespace);
         api.replace_status(name, &PostParams::default(), hpa)
             .await

@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use tracing::{debug, info, warn};
 
 use crate::controller::{describe, ControllerContext, Runnable};
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::store::{key_of, Store};
 
@@ -38,6 +39,9 @@ use self::metrics::{PodGcMetrics, Reason};
 use self::operations::{Gates, Live, Operations};
 
 pub const NAME: &str = "pod-garbage-collector-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node; `status` (phase, reason).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["spec.nodeName", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/nodes", "v1/pods"];
 /// How often a pass runs (upstream's `gcCheckPeriod`, not configurable).
@@ -221,7 +225,7 @@ impl<O: Operations> Controller<O> {
     /// One forced deletion, counted; a failure is logged and counted, and left to the
     /// next pass.
     async fn force_delete(&self, pod: &Pod, condition: Option<&PodCondition>, reason: Reason) {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         let key = key_of(&pod.metadata);
         info!(controller = NAME, pod = %key, reason = reason.label(), "force deleting pod");
         self.metrics.deletion(namespace, reason);
@@ -266,7 +270,7 @@ mod tests {
             pod: &Pod,
             condition: Option<&PodCondition>,
         ) -> anyhow::Result<()> {
-            let name = pod.metadata.name.clone().unwrap_or_default();
+            let name = pod.name_str().to_string();
             lock(&self.deletions).push((name.clone(), condition.and_then(|c| c.reason.clone())));
             if self.undeletable.contains(&name) {
                 anyhow::bail!("pods {name:?} is forbidden");

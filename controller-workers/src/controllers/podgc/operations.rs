@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use crate::api_errors::is_not_found;
+use crate::meta::ResourceNames;
 use crate::pods::phase;
 
 pub(super) trait Operations: Send + Sync + 'static {
@@ -136,8 +137,8 @@ impl Operations for Live {
         pod: &Pod,
         condition: Option<&PodCondition>,
     ) -> anyhow::Result<()> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
+        let name = pod.name_str();
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         if let Some(patch) = failed_status_patch(pod, condition, self.gates, Timestamp::now()) {
             pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))

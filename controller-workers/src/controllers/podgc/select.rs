@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use crate::meta::ResourceNames;
 use crate::pods::phase;
 
 /// The taint that says the node is shut down for good (`v1.TaintNodeOutOfService`).
@@ -44,8 +45,8 @@ pub(super) fn node_name(pod: &Pod) -> &str {
 /// often kept by their controllers, go last), then the oldest, then by name.
 pub(super) fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
     let created = |pod: &Pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let name = |pod: &Pod| pod.metadata.name.clone().unwrap_or_default();
-    let namespace = |pod: &Pod| pod.metadata.namespace.clone().unwrap_or_default();
+    let name = |pod: &Pod| pod.name_str().to_string();
+    let namespace = |pod: &Pod| pod.namespace_str().to_string();
     is_evicted(b)
         .cmp(&is_evicted(a))
         .then_with(|| created(a).cmp(&created(b)))
@@ -193,9 +194,7 @@ pub(super) mod tests {
     }
 
     fn names(pods: &[Arc<Pod>]) -> Vec<&str> {
-        pods.iter()
-            .map(|pod| pod.metadata.name.as_deref().unwrap_or_default())
-            .collect()
+        pods.iter().map(|pod| pod.name_str()).collect()
     }
 
     #[test]

@@ -20,14 +20,15 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use kube::api::{Api, PostParams};
 use tracing::{debug, info};
 
+use crate::meta::ResourceNames;
 use crate::recorder::reference_to;
 use rkcm_gocompat::quantity::Quantity;
 
 use super::helpers::{
     annotation, claim_key, claim_phase, claim_volume_name, has_annotation,
-    is_volume_bound_to_claim, name, namespace, set_annotation, uid, volume_phase,
-    ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_PRE_RESIZE_CAPACITY, CLAIM_BOUND, STORAGE,
-    VOLUME_AVAILABLE, VOLUME_BOUND,
+    is_volume_bound_to_claim, set_annotation, uid, volume_phase, ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER, ANN_PRE_RESIZE_CAPACITY, CLAIM_BOUND, STORAGE, VOLUME_AVAILABLE,
+    VOLUME_BOUND,
 };
 use super::Controller;
 
@@ -42,8 +43,8 @@ pub(super) fn volume_bound_to_claim(
     let mut dirty = false;
     let spec = bound.spec.get_or_insert_with(Default::default);
     let points_at_claim = spec.claim_ref.as_ref().is_some_and(|reference| {
-        reference.name.as_deref().unwrap_or_default() == name(&claim.metadata)
-            && reference.namespace.as_deref().unwrap_or_default() == namespace(&claim.metadata)
+        reference.name.as_deref().unwrap_or_default() == claim.name_str()
+            && reference.namespace.as_deref().unwrap_or_default() == claim.namespace_str()
             && reference.uid.as_deref().unwrap_or_default() == uid(&claim.metadata)
     });
     if !points_at_claim {
@@ -65,7 +66,7 @@ pub(super) fn claim_bound_to_volume(
 ) -> Option<PersistentVolumeClaim> {
     let mut bound = claim.clone();
     let mut dirty = false;
-    let volume_name = name(&volume.metadata);
+    let volume_name = volume.name_str();
     if claim_volume_name(claim) != volume_name {
         bound.spec.get_or_insert_with(Default::default).volume_name = Some(volume_name.into());
         if !has_annotation(&bound.metadata, ANN_BOUND_BY_CONTROLLER) {
@@ -122,7 +123,7 @@ pub(super) fn claim_with_status(
                 else {
                     return Err(format!(
                         "PersistentVolume {:?} is without a storage capacity",
-                        name(&volume.metadata)
+                        volume.name_str()
                     ));
                 };
                 let claim_capacity = old.capacity.as_ref().and_then(|c| c.get(STORAGE));
@@ -130,7 +131,7 @@ pub(super) fn claim_with_status(
                     let capacity = match Quantity::from_api(pre_resize) {
                         Ok(_) => ApiQuantity(pre_resize.to_string()),
                         Err(error) => {
-                            info!(volume = name(&volume.metadata), %error, "Parsing pre-resize-capacity from PV failed");
+                            info!(volume = volume.name_str(), %error, "Parsing pre-resize-capacity from PV failed");
                             volume_capacity
                         }
                     };
@@ -210,7 +211,7 @@ impl Controller {
         &self,
         volume: &PersistentVolume,
     ) -> anyhow::Result<Arc<PersistentVolume>> {
-        let volume_name = name(&volume.metadata);
+        let volume_name = volume.name_str();
         let saved = self
             .volumes_api()
             .replace(volume_name, &PostParams::default(), volume)
@@ -227,8 +228,8 @@ impl Controller {
         claim: &PersistentVolumeClaim,
     ) -> anyhow::Result<Arc<PersistentVolumeClaim>> {
         let saved = self
-            .claims_api(namespace(&claim.metadata))
-            .replace(name(&claim.metadata), &PostParams::default(), claim)
+            .claims_api(claim.namespace_str())
+            .replace(claim.name_str(), &PostParams::default(), claim)
             .await
             .with_context(|| format!("updating PersistentVolumeClaim {}", claim_key(claim)))?;
         let saved = Arc::new(saved);
@@ -249,8 +250,8 @@ impl Controller {
         };
         let key = claim_key(claim);
         let saved = self
-            .claims_api(namespace(&claim.metadata))
-            .replace_status(name(&claim.metadata), &PostParams::default(), &updated)
+            .claims_api(claim.namespace_str())
+            .replace_status(claim.name_str(), &PostParams::default(), &updated)
             .await
             .with_context(|| format!("setting the status of PersistentVolumeClaim {key}"))?;
         let saved = Arc::new(saved);
@@ -286,7 +287,7 @@ impl Controller {
         let Some(updated) = volume_with_phase(volume, phase, message) else {
             return Ok(volume.clone());
         };
-        let volume_name = name(&volume.metadata);
+        let volume_name = volume.name_str();
         let saved = self
             .volumes_api()
             .replace_status(volume_name, &PostParams::default(), &updated)
@@ -326,16 +327,16 @@ impl Controller {
         volume: &Arc<PersistentVolume>,
         claim: &Arc<PersistentVolumeClaim>,
     ) -> anyhow::Result<()> {
-        debug!(controller = super::NAME, claim = %claim_key(claim), volume = name(&volume.metadata), "binding volume to claim");
+        debug!(controller = super::NAME, claim = %claim_key(claim), volume = volume.name_str(), "binding volume to claim");
         let mut volume = volume.clone();
         if let Some(bound) = volume_bound_to_claim(&volume, claim) {
-            info!(controller = super::NAME, claim = %claim_key(claim), volume = name(&volume.metadata), "Claim bound to volume");
+            info!(controller = super::NAME, claim = %claim_key(claim), volume = volume.name_str(), "Claim bound to volume");
             volume = self.save_volume(&bound).await?;
         }
         let volume = self.update_volume_phase(&volume, VOLUME_BOUND, "").await?;
         let mut claim = claim.clone();
         if let Some(bound) = claim_bound_to_volume(&claim, &volume) {
-            info!(controller = super::NAME, claim = %claim_key(&claim), volume = name(&volume.metadata), "Volume bound to claim");
+            info!(controller = super::NAME, claim = %claim_key(&claim), volume = volume.name_str(), "Volume bound to claim");
             claim = self.save_claim(&bound).await?;
         }
         self.update_claim_status(&claim, CLAIM_BOUND, Some(&volume))

@@ -15,11 +15,12 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use tracing::debug;
 
+use crate::meta::ResourceNames;
 use crate::recorder::{NORMAL, WARNING};
 use crate::volume_util::{claim_class, default_class, is_pod_terminated, PVC_INDEX};
 
 use super::helpers::{
-    claim_has_class, claim_key, claim_ref_key, claim_volume_name, has_annotation, name,
+    claim_has_class, claim_key, claim_ref_key, claim_volume_name, has_annotation,
     ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, CLAIM_LOST, CLAIM_PENDING,
 };
 use super::index::{check_volume_satisfy_claim, find_best_match_for_claim};
@@ -117,7 +118,7 @@ pub(super) fn decide_unbound_claim(
         if !claim_has_class(claim) {
             if let Some(class) = default_class(classes.iter().map(|c| c.as_ref())) {
                 return Ok(UnboundClaim::AssignDefaultClass(
-                    class.metadata.name.clone().unwrap_or_default(),
+                    class.name_str().to_string(),
                 ));
             }
         }
@@ -235,7 +236,7 @@ pub(super) fn unscheduled_pods(pods: &[Arc<Pod>]) -> Vec<String> {
                 .unwrap_or_default()
                 .is_empty()
         })
-        .map(|pod| name(&pod.metadata).to_string())
+        .map(|pod| pod.name_str().to_string())
         .collect()
 }
 
@@ -362,7 +363,7 @@ mod tests {
     fn describe(decision: &Result<UnboundClaim, String>) -> String {
         match decision {
             Ok(UnboundClaim::Bind { volume, matched }) => {
-                format!("bind {} matched={matched}", name(&volume.metadata))
+                format!("bind {} matched={matched}", volume.name_str())
             }
             Ok(UnboundClaim::AssignDefaultClass(class)) => format!("assign {class}"),
             Ok(UnboundClaim::Provision) => "provision".into(),
@@ -565,7 +566,7 @@ mod tests {
             let volume = volume.map(Arc::new);
             let got = match decide_bound_claim(&claim, volume.as_ref()) {
                 BoundClaim::Lost((_, reason, message)) => format!("lost {reason} {message}"),
-                BoundClaim::Bind(volume) => format!("bind {}", name(&volume.metadata)),
+                BoundClaim::Bind(volume) => format!("bind {}", volume.name_str()),
             };
             assert_eq!(got, want);
         }

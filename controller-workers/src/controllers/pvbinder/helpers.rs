@@ -6,6 +6,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::meta::ResourceNames;
 use crate::volume_util::BETA_STORAGE_CLASS_ANNOTATION;
 use rkcm_gocompat::quantity::{Format, Quantity};
 
@@ -59,21 +60,13 @@ pub(super) fn set_annotation(meta: &mut ObjectMeta, key: &str, value: &str) {
         .insert(key.to_string(), value.to_string());
 }
 
-pub(super) fn name(meta: &ObjectMeta) -> &str {
-    meta.name.as_deref().unwrap_or_default()
-}
-
-pub(super) fn namespace(meta: &ObjectMeta) -> &str {
-    meta.namespace.as_deref().unwrap_or_default()
-}
-
 pub(super) fn uid(meta: &ObjectMeta) -> &str {
     meta.uid.as_deref().unwrap_or_default()
 }
 
 /// `ns/name` of a claim.
 pub(super) fn claim_key(claim: &PersistentVolumeClaim) -> String {
-    format!("{}/{}", namespace(&claim.metadata), name(&claim.metadata))
+    format!("{}/{}", claim.namespace_str(), claim.name_str())
 }
 
 /// `ns/name` of the claim a volume's claimRef names, if it has one.
@@ -144,8 +137,8 @@ pub(super) fn is_volume_bound_to_claim(
     let Some(reference) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
         return false;
     };
-    if reference.name.as_deref().unwrap_or_default() != name(&claim.metadata)
-        || reference.namespace.as_deref().unwrap_or_default() != namespace(&claim.metadata)
+    if reference.name.as_deref().unwrap_or_default() != claim.name_str()
+        || reference.namespace.as_deref().unwrap_or_default() != claim.namespace_str()
     {
         return false;
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
+use crate::meta::ResourceNames;
 use crate::selector::Selector;
 use crate::volume_util::{claim_class, volume_class};
 
@@ -153,7 +154,7 @@ pub(super) fn check_volume_satisfy_claim(
     if volume.metadata.deletion_timestamp.is_some() {
         return Err(format!(
             "the volume is marked for deletion {:?}",
-            volume.metadata.name.as_deref().unwrap_or_default()
+            volume.name_str()
         ));
     }
     // Whole units, rounded up, as Go's Value().

@@ -20,10 +20,11 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::metrics::{Labels, Metrics, PlainCounter};
 use crate::store::Store;
 
-use super::helpers::{claim_phase, namespace, volume_phase, CLAIM_BOUND, FILESYSTEM, VOLUME_BOUND};
+use super::helpers::{claim_phase, volume_phase, CLAIM_BOUND, FILESYSTEM, VOLUME_BOUND};
 use super::plugins::metric_plugin_name;
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
@@ -213,7 +214,7 @@ fn count(volumes: &[Arc<PersistentVolume>], claims: &[Arc<PersistentVolumeClaim>
             &mut counts.unbound_claims
         };
         *by_namespace
-            .entry(namespace(&claim.metadata).to_string())
+            .entry(claim.namespace_str().to_string())
             .or_default() += 1;
     }
     counts

@@ -43,12 +43,13 @@ use crate::api_errors::{any_in_chain, is_conflict};
 use crate::controller::{describe, ControllerContext, Runnable};
 use crate::informer::Change;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::store::{key_of, Store};
 use crate::volume_util::add_pvc_index;
 
-use self::helpers::{claim_key, claim_ref_key, claim_volume_name, name};
+use self::helpers::{claim_key, claim_ref_key, claim_volume_name};
 use self::metrics::{BinderMetrics, OperationTimestamps};
 use self::operations::{Refused, RunningOperations};
 use self::options::Recyclers;
@@ -56,6 +57,10 @@ use self::options::Recyclers;
 pub use self::options::Options;
 
 pub const NAME: &str = "persistentvolume-binder-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the claims a pod uses and whether it is scheduled or finished.
+pub const FIELDS: crate::projection::FieldList =
+    &[("v1/pods", &["spec.nodeName", "spec.volumes", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "storage.k8s.io/v1/storageclasses",
@@ -315,7 +320,7 @@ impl Controller {
     /// `deleteVolume`: forgotten, its deletion timed, and its claim synced (it is `Lost`
     /// now).
     fn delete_volume(&self, volume: &PersistentVolume) {
-        let volume_name = name(&volume.metadata);
+        let volume_name = volume.name_str();
         self.volumes.remove(volume_name);
         debug!(controller = NAME, volume = volume_name, "volume deleted");
         self.timestamps.record(volume_name, false, &self.metrics);

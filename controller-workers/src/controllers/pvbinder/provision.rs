@@ -23,6 +23,7 @@ use kube::api::{Api, PostParams};
 use tracing::{debug, info, warn};
 
 use crate::api_errors::{is_already_exists, is_not_found, message};
+use crate::meta::ResourceNames;
 use crate::recorder::{reference_to, NORMAL, WARNING};
 use crate::volume_util::{claim_class, migrated_driver};
 
@@ -334,7 +335,7 @@ impl Controller {
     ) -> anyhow::Result<()> {
         let key = claim_key(claim);
         let plugin_name = plugin.name();
-        let class_name = class.metadata.name.as_deref().unwrap_or_default();
+        let class_name = class.name_str();
         let failed = |message: String| {
             self.recorder
                 .event(claim.as_ref(), WARNING, "ProvisioningFailed", message);

@@ -14,13 +14,14 @@ use kube::api::{Api, DeleteParams};
 use tracing::{debug, info, warn};
 
 use crate::api_errors::message;
+use crate::meta::ResourceNames;
 use crate::recorder::{NORMAL, WARNING};
 use crate::volume_util::{is_pod_terminated, volume_class, PVC_INDEX};
 
 use super::helpers::{
-    annotation, claim_ref_key, claim_ref_uid, claim_volume_name, has_annotation, name,
-    reclaim_policy, uid, ANN_DYNAMICALLY_PROVISIONED, ANN_MIGRATED_TO, RECLAIM_DELETE,
-    RECLAIM_RECYCLE, RECLAIM_RETAIN, VOLUME_FAILED,
+    annotation, claim_ref_key, claim_ref_uid, claim_volume_name, has_annotation, reclaim_policy,
+    uid, ANN_DYNAMICALLY_PROVISIONED, ANN_MIGRATED_TO, RECLAIM_DELETE, RECLAIM_RECYCLE,
+    RECLAIM_RETAIN, VOLUME_FAILED,
 };
 use super::plugins::{self, Plugin, IN_TREE_PREFIX};
 use super::recycler::{recycle_with_pod, recycler_pod};
@@ -49,7 +50,7 @@ pub(super) fn find_deletable_plugin(volume: &PersistentVolume) -> Result<Option<
         .map_err(|error| {
             format!(
                 "error getting deleter volume plugin for volume {:?}: {error}",
-                name(&volume.metadata)
+                volume.name_str()
             )
         })
 }
@@ -97,7 +98,7 @@ impl Controller {
             // The CSI driver's external provisioner handles it.
             return Ok(());
         }
-        let volume_name = name(&volume.metadata).to_string();
+        let volume_name = volume.name_str().to_string();
         let volume_uid = uid(&volume.metadata).to_string();
         match reclaim_policy(volume) {
             RECLAIM_RETAIN => {
@@ -161,7 +162,7 @@ impl Controller {
         match self.claims.get(&key) {
             Some(claim) if Some(uid(&claim.metadata)) == claim_ref_uid(volume) => {
                 let bound_to = claim_volume_name(&claim);
-                !bound_to.is_empty() && bound_to != name(&volume.metadata)
+                !bound_to.is_empty() && bound_to != volume.name_str()
             }
             _ => true,
         }
@@ -177,13 +178,7 @@ impl Controller {
             .by_index(PVC_INDEX, &key)
             .iter()
             .filter(|pod| !is_pod_terminated(pod))
-            .map(|pod| {
-                format!(
-                    "{}/{}",
-                    pod.metadata.namespace.as_deref().unwrap_or_default(),
-                    name(&pod.metadata)
-                )
-            })
+            .map(|pod| format!("{}/{}", pod.namespace_str(), pod.name_str()))
             .collect();
         pods.sort();
         pods.dedup();
@@ -205,7 +200,7 @@ impl Controller {
     /// `deleteVolumeOperation`: an error backs the operation off and is retried at the
     /// next sync.
     async fn delete_volume_operation(&self, volume: &Arc<PersistentVolume>) -> anyhow::Result<()> {
-        let volume_name = name(&volume.metadata);
+        let volume_name = volume.name_str();
         let Some(current) = self.live_volume(volume_name).await else {
             return Ok(());
         };
@@ -259,12 +254,12 @@ impl Controller {
         let Some(plugin) = find_deletable_plugin(volume)? else {
             debug!(
                 controller = super::NAME,
-                volume = name(&volume.metadata),
+                volume = volume.name_str(),
                 "external deleter for volume requested, ignoring"
             );
             return Ok(Deleted::External);
         };
-        let volume_name = name(&volume.metadata);
+        let volume_name = volume.name_str();
         let cannot_create =
             |why: String| format!("failed to create deleter for volume {volume_name:?}: {why}");
         match plugin {
@@ -307,7 +302,7 @@ impl Controller {
     /// `recycleVolumeOperation`: it handles its own failures (the volume becomes `Failed`,
     /// and is tried again at the next sync).
     async fn recycle_volume_operation(&self, volume: &Arc<PersistentVolume>) {
-        let volume_name = name(&volume.metadata).to_string();
+        let volume_name = volume.name_str().to_string();
         let Some(current) = self.live_volume(&volume_name).await else {
             return;
         };

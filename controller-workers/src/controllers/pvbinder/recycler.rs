@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use tracing::{debug, warn};
 
 use crate::api_errors::{is_already_exists, message};
+use crate::meta::ResourceNames;
 
 use super::helpers::volume_storage;
 use super::plugins::Plugin;
@@ -127,16 +128,10 @@ pub(super) fn recycler_pod(
         name: std::mem::take(&mut first.name),
         ..source
     };
-    let pv_name = volume.metadata.name.as_deref().unwrap_or_default();
+    let pv_name = volume.name_str();
     pod.metadata.name = Some(format!("recycler-for-{pv_name}"));
     pod.metadata.generate_name = None;
-    if pod
-        .metadata
-        .namespace
-        .as_deref()
-        .unwrap_or_default()
-        .is_empty()
-    {
+    if pod.namespace_str().is_empty() {
         pod.metadata.namespace = Some("default".into());
     }
     pod.metadata.resource_version = None;
@@ -172,8 +167,8 @@ pub(super) async fn recycle_with_pod(
     pod: Pod,
     mirror: impl Fn(&str, &str),
 ) -> Result<(), String> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.name_str().to_string();
+    let namespace = pod.namespace_str().to_string();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
     let timeout = watch_timeout(&pod);

@@ -16,10 +16,11 @@ use kube::api::Api;
 use tracing::{debug, info};
 
 use crate::api_errors::is_not_found;
+use crate::meta::ResourceNames;
 use crate::recorder::WARNING;
 
 use super::helpers::{
-    claim_ref_key, claim_ref_uid, claim_volume_name, has_annotation, name, reclaim_policy, uid,
+    claim_ref_key, claim_ref_uid, claim_volume_name, has_annotation, reclaim_policy, uid,
     volume_mode_mismatch, volume_phase, ANN_BOUND_BY_CONTROLLER, ANN_DYNAMICALLY_PROVISIONED,
     RECLAIM_DELETE, RECLAIM_RETAIN, VOLUME_AVAILABLE, VOLUME_BOUND, VOLUME_FAILED, VOLUME_RELEASED,
 };
@@ -63,7 +64,7 @@ pub(super) fn decide_volume(
         }
         return VolumeStep::SyncClaim(super::helpers::claim_key(claim));
     }
-    if bound_to == name(&volume.metadata) {
+    if bound_to == volume.name_str() {
         return VolumeStep::Bound;
     }
     if has_annotation(&volume.metadata, ANN_DYNAMICALLY_PROVISIONED)
@@ -80,7 +81,7 @@ impl Controller {
         self: &Arc<Self>,
         volume: Arc<PersistentVolume>,
     ) -> anyhow::Result<()> {
-        let volume_name = name(&volume.metadata).to_string();
+        let volume_name = volume.name_str().to_string();
         debug!(controller = super::NAME, volume = %volume_name, phase = volume_phase(&volume), "synchronizing PersistentVolume");
         let volume = self.update_volume_migration_annotations(volume).await?;
         let claim = match claim_ref_uid(&volume) {
@@ -110,7 +111,7 @@ impl Controller {
             }
             VolumeStep::VolumeModeMismatch => {
                 if let Some(claim) = &claim {
-                    let claim_name = name(&claim.metadata);
+                    let claim_name = claim.name_str();
                     self.recorder.event(
                         volume.as_ref(),
                         WARNING,

@@ -27,6 +27,7 @@ use tracing::debug;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::store::{key_of, split_key, Store};
 use crate::volume_util::{
@@ -35,6 +36,10 @@ use crate::volume_util::{
 };
 
 pub const NAME: &str = "persistentvolumeclaim-protection-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the claims a scheduled pod uses and whether it is shut down.
+pub const FIELDS: crate::projection::FieldList =
+    &[("v1/pods", &["spec.nodeName", "spec.volumes", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/persistentvolumeclaims", "v1/pods"];
 const QUEUE: &str = "pvcprotection";
@@ -79,7 +84,7 @@ fn pod_uses_claim(pod: &Pod, claim: &PersistentVolumeClaim) -> bool {
     if spec.node_name.as_deref().unwrap_or_default().is_empty() {
         return false;
     }
-    let claim_name = claim.metadata.name.as_deref().unwrap_or_default();
+    let claim_name = claim.name_str();
     spec.volumes.iter().flatten().any(|volume| {
         let named = volume
             .persistent_volume_claim
@@ -217,8 +222,8 @@ impl Controller {
     ) -> Result<(), kube::Error> {
         let mut updated = claim.clone();
         change(updated.metadata.finalizers.get_or_insert_with(Vec::new));
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let namespace = claim.namespace_str();
+        let name = claim.name_str();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
         api.replace(name, &PostParams::default(), &updated).await?;
         Ok(())
@@ -231,7 +236,7 @@ impl Controller {
             return Ok(true);
         }
         // The cache may not have the pod yet: only the server can say no for sure.
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = claim.namespace_str();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let live = api
             .list(&ListParams::default())

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use crate::controller::{ControllerContext, Runnable};
 use crate::expectations::UidTrackingExpectations;
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pod_control::PodControl;
 use crate::queue::WorkQueue;
 
@@ -27,6 +28,9 @@ use self::kind::Replicated;
 use crate::store::{controller_of, controller_uid, key_of, Store};
 
 pub const NAME: &str = "replicaset-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node (deletion ranking) and `status` (phase, readiness, restarts).
+pub const FIELDS: crate::projection::FieldList = &[("v1/pods", &["spec.nodeName", "status"])];
 /// The resources replicaset-controller's informers read.
 pub const RESOURCES: &[&str] = &["v1/pods", "apps/v1/replicasets"];
 /// The resources replicationcontroller-controller's informers read.
@@ -131,7 +135,7 @@ impl<K: Replicated> Controller<K> {
 
     /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
     fn matching_replica_sets(&self, pod: &Pod) -> Vec<Arc<K>> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         self.replica_sets
             .list_namespace(namespace)
             .into_iter()
@@ -153,7 +157,7 @@ impl<K: Replicated> Controller<K> {
                     self.pod_deleted(pod);
                     return;
                 }
-                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = pod.namespace_str();
                 if controller_uid(&pod.metadata).is_some() {
                     if let Some(rs) = self.resolve(namespace, pod) {
                         let key = key_of(rs.meta());
@@ -180,7 +184,7 @@ impl<K: Replicated> Controller<K> {
                     }
                     return;
                 }
-                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = new.namespace_str();
                 let route = crate::controller_ref::route_update(
                     &old.metadata,
                     &new.metadata,
@@ -212,7 +216,7 @@ impl<K: Replicated> Controller<K> {
     }
 
     fn pod_deleted(&self, pod: &Pod) {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         if let Some(rs) = self.resolve(namespace, pod) {
             let key = key_of(rs.meta());
             self.expectations

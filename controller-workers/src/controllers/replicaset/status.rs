@@ -10,9 +10,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use kube::ResourceExt;
 
 use super::kind::Replicated;
 use super::sync::ManageError;
+use crate::meta::ResourceNames;
 use crate::pods::{is_pod_available, is_pod_ready};
 
 pub(super) const REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -30,7 +32,7 @@ pub(super) fn calculate<K: Replicated>(
     let min_ready = rs.min_ready_seconds();
     let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
     for pod in pods {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pod.labels().clone();
         if template_labels
             .iter()
             .all(|(key, value)| labels.get(key) == Some(value))
@@ -101,8 +103,8 @@ pub(super) async fn update<K: Replicated>(
         return Ok(rs.clone());
     }
     status.observed_generation = generation;
-    let namespace = rs.meta().namespace.clone().unwrap_or_default();
-    let name = rs.meta().name.clone().unwrap_or_default();
+    let namespace = rs.namespace_str().to_string();
+    let name = rs.name_str().to_string();
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     let mut object = rs.as_ref().clone();
     let mut attempt = 0;

@@ -15,6 +15,7 @@ use super::kind::Replicated;
 use super::{status, Controller, BURST_REPLICAS};
 use crate::api_errors::is_not_found;
 use crate::controller_ref::RefManager;
+use crate::meta::ResourceNames;
 use crate::pod_control::{controller_ref, slow_start_batch, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::pods::{compare_for_deletion, is_pod_active};
 use crate::store::{key_of, split_key, CONTROLLER_UID_INDEX};
@@ -88,7 +89,7 @@ impl<K: Replicated> Controller<K> {
 
     async fn manage_replicas(&self, pods: &[Arc<Pod>], rs: &Arc<K>) -> Result<(), ManageError> {
         let key = key_of(rs.meta());
-        let namespace = rs.meta().namespace.clone().unwrap_or_default();
+        let namespace = rs.namespace_str().to_string();
         let replicas = rs.replicas().max(0) as usize;
         if pods.len() < replicas {
             let diff = (replicas - pods.len()).min(BURST_REPLICAS);
@@ -134,7 +135,7 @@ impl<K: Replicated> Controller<K> {
             let pod_keys: Vec<String> = to_delete.iter().map(|pod| key_of(&pod.metadata)).collect();
             self.expectations.expect_deletions(&key, pod_keys.clone());
             let results = futures::future::join_all(to_delete.iter().map(|pod| {
-                let name = pod.metadata.name.clone().unwrap_or_default();
+                let name = pod.name_str().to_string();
                 let namespace = namespace.clone();
                 async move {
                     self.pod_control
@@ -166,7 +167,7 @@ impl<K: Replicated> Controller<K> {
     /// Pods of every ReplicaSet that has the same controller (Deployment) as `rs`: a
     /// scale-down prefers pods doubled up with their siblings on a node.
     fn related_pods(&self, rs: &K) -> Vec<Arc<Pod>> {
-        let namespace = rs.meta().namespace.as_deref().unwrap_or_default();
+        let namespace = rs.namespace_str();
         let siblings: Vec<Arc<K>> = match crate::store::controller_uid(rs.meta()) {
             Some(owner) => self
                 .replica_sets

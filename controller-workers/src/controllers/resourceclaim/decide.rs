@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use super::types::{
     ClaimPod, ConsumerReference, PodResourceClaim, ResourceClaim, ResourceClaimTemplate, TypeMeta,
 };
+use crate::meta::ResourceNames;
 
 /// `resource.kubernetes.io/pod-claim-name`: which of its pod's claims a generated claim is.
 pub(crate) const POD_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
@@ -187,7 +188,7 @@ pub(crate) fn claim_from_template(
     pod_claim: &str,
     template: &ResourceClaimTemplate,
 ) -> ResourceClaim {
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let pod_name = pod.name_str().to_string();
     let mut annotations = template
         .spec
         .metadata
@@ -225,10 +226,7 @@ pub(crate) fn find_generated<'a>(
     pod_claim: &str,
     owned: impl IntoIterator<Item = &'a ResourceClaim>,
 ) -> Option<&'a ResourceClaim> {
-    let deterministic = format!(
-        "{}-{pod_claim}",
-        pod.metadata.name.as_deref().unwrap_or_default()
-    );
+    let deterministic = format!("{}-{pod_claim}", pod.name_str());
     owned.into_iter().find(|claim| {
         match claim
             .metadata

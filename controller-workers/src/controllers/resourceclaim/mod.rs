@@ -22,6 +22,7 @@ use tracing::debug;
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::store::{Store, CONTROLLER_UID_INDEX};
@@ -30,6 +31,12 @@ use decide::{claim_name, pod_needs_claims, ClaimName};
 use types::{ClaimPod, PodSchedulingContext, ResourceClaim, ResourceClaimTemplate};
 
 pub const NAME: &str = "resourceclaim-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the pod's claims, its node and `status` (phase, resourceClaimStatuses).
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &["spec.nodeName", "spec.resourceClaims", "status"],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "resource.k8s.io/v1alpha2/podschedulingcontexts",
@@ -156,7 +163,7 @@ pub fn build(context: &ControllerContext) -> anyhow::Result<Runnable> {
 
 /// The `<ns>/<claim>` keys of the claims a pod names (`podResourceClaimIndexFunc`).
 fn pod_claim_keys(pod: &ClaimPod) -> Vec<String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = pod.namespace_str();
     pod.spec
         .resource_claims
         .iter()
@@ -179,7 +186,7 @@ impl Controller {
         if pod.spec.resource_claims.is_empty() {
             return;
         }
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         if deleted {
             if let Some(uid) = &pod.metadata.uid {
                 self.deleted_pods().add(uid);
@@ -198,15 +205,15 @@ impl Controller {
         let (needs_work, reason) = self.pod_needs_work(pod);
         debug!(controller = NAME, pod = ?pod.metadata.name, needs_work, reason, "pod changed");
         if needs_work {
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let name = pod.name_str();
             self.queue.add(format!("{POD_PREFIX}{namespace}/{name}"));
         }
     }
 
     fn on_claim(&self, change: &Change<ResourceClaim>) {
         let claim = change.latest();
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let namespace = claim.namespace_str();
+        let name = claim.name_str();
         if change.live().is_some() {
             self.queue.add(format!("{CLAIM_PREFIX}{namespace}/{name}"));
         }

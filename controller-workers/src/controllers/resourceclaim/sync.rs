@@ -18,6 +18,7 @@ use super::types::{
 };
 use super::{Controller, FIELD_MANAGER, NAME};
 use crate::api_errors;
+use crate::meta::ResourceNames;
 
 /// `FailedResourceClaimCreation`, the Warning on a pod whose claim could not be made.
 const FAILED_CREATION: &str = "FailedResourceClaimCreation";
@@ -28,8 +29,8 @@ impl Controller {
         if pod.metadata.deletion_timestamp.is_some() {
             return (false, "pod is deleted".into());
         }
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
+        let pod_name = pod.name_str();
         for pod_claim in &pod.spec.resource_claims {
             let (name, check_owner) = match claim_name(pod, pod_claim) {
                 ClaimName::Named { name, check_owner } => (name, check_owner),
@@ -163,7 +164,7 @@ impl Controller {
         pod_claim: &PodResourceClaim,
         new_statuses: &mut BTreeMap<String, String>,
     ) -> Result<(), String> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         match claim_name(pod, pod_claim) {
             ClaimName::NotCreatedYet(_) => {}
             ClaimName::Unsupported(error) => {
@@ -198,7 +199,7 @@ impl Controller {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let owned = self.claims_of_pod(namespace, pod_uid);
         let claim_name = match find_generated(pod, &pod_claim.name, &owned) {
-            Some(existing) => existing.metadata.name.clone().unwrap_or_default(),
+            Some(existing) => existing.name_str().to_string(),
             None => {
                 self.create_claim(pod, &pod_claim.name, template_name)
                     .await?
@@ -215,7 +216,7 @@ impl Controller {
         pod_claim: &str,
         template_name: &str,
     ) -> Result<String, String> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         let template = self
             .templates
             .get_in(namespace, template_name)
@@ -229,7 +230,7 @@ impl Controller {
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
         match api.create(&PostParams::default(), &claim).await {
             Ok(created) => {
-                let name = created.metadata.name.clone().unwrap_or_default();
+                let name = created.name_str().to_string();
                 debug!(controller = NAME, pod_claim, claim = %name, "created the claim");
                 self.remember_created(pod.metadata.uid.as_deref().unwrap_or_default(), created);
                 Ok(name)
@@ -276,8 +277,8 @@ impl Controller {
 
     /// Makes sure the pod's PodSchedulingContext exists and selects its node.
     async fn ensure_scheduling_context(&self, pod: &ClaimPod) -> anyhow::Result<()> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
+        let name = pod.name_str();
         let api: Api<PodSchedulingContext> = Api::namespaced(self.client.clone(), namespace);
         match self.scheduling.get_in(namespace, name) {
             None => {
@@ -332,7 +333,7 @@ impl Controller {
         claim.status.reserved_for.push(ConsumerReference {
             api_group: String::new(),
             resource: "pods".into(),
-            name: pod.metadata.name.clone().unwrap_or_default(),
+            name: pod.name_str().to_string(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
         });
         self.update_claim_status(&claim)
@@ -341,8 +342,8 @@ impl Controller {
     }
 
     async fn update_claim_status(&self, claim: &ResourceClaim) -> Result<(), kube::Error> {
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let namespace = claim.namespace_str();
+        let name = claim.name_str();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
         let claim = claim.clone().with_type_meta();
         api.replace_status(name, &PostParams::default(), &claim)

@@ -48,6 +48,7 @@ use tracing::{debug, info, warn};
 
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::store::{key_of, split_key, Store};
 
@@ -56,6 +57,21 @@ use self::monitor::Monitors;
 use self::resources::ResourceList;
 
 pub const NAME: &str = "resourcequota-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// what charges and scopes read: requests and limits, overhead, priority class, active deadline, pod (anti-)affinity namespaces, phase.
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.containers.resources",
+        "spec.initContainers.resources",
+        "spec.initContainers.restartPolicy",
+        "spec.overhead",
+        "spec.priorityClassName",
+        "spec.activeDeadlineSeconds",
+        "spec.affinity",
+        "status",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby); the monitors
 /// stream whatever discovery lists besides.
 pub const RESOURCES: &[&str] = &[
@@ -202,11 +218,7 @@ impl Controller {
                 let quota = deleted.object();
                 self.primary.add(key_of(&quota.metadata));
                 // Quotas that count quotas have one fewer.
-                self.replenish(
-                    "",
-                    "resourcequotas",
-                    quota.metadata.namespace.as_deref().unwrap_or_default(),
-                );
+                self.replenish("", "resourcequotas", quota.namespace_str());
             }
         }
     }
@@ -257,11 +269,7 @@ impl Controller {
         }
         if matters {
             let pod = change.latest();
-            self.replenish(
-                "",
-                "pods",
-                pod.metadata.namespace.as_deref().unwrap_or_default(),
-            );
+            self.replenish("", "pods", pod.namespace_str());
         }
     }
 
@@ -273,11 +281,7 @@ impl Controller {
         };
         if matters {
             let service = change.latest();
-            self.replenish(
-                "",
-                "services",
-                service.metadata.namespace.as_deref().unwrap_or_default(),
-            );
+            self.replenish("", "services", service.namespace_str());
         }
     }
 

@@ -43,10 +43,12 @@ struct MetaObject {
     metadata: ObjectMeta,
 }
 
-fn name_of(object: &MetaObject) -> (String, String) {
+/// The (namespace, name) key of a streamed object.
+fn key_of(object: &MetaObject) -> (String, String) {
+    let meta = &object.metadata;
     (
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
     )
 }
 
@@ -319,7 +321,7 @@ async fn run(
         match event {
             Ok(Event::Init) => monitor.begin_list(),
             Ok(Event::InitApply(object)) | Ok(Event::Apply(object)) => {
-                monitor.upsert(name_of(&object))
+                monitor.upsert(key_of(&object))
             }
             Ok(Event::InitDone) => {
                 let first = !monitor.synced();
@@ -331,7 +333,7 @@ async fn run(
                 }
             }
             Ok(Event::Delete(object)) => {
-                let key = name_of(&object);
+                let key = key_of(&object);
                 monitor.remove(&key);
                 replenish(&group, &resource, &key.0);
             }

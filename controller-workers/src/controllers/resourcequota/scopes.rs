@@ -12,8 +12,10 @@ use k8s_openapi::api::core::v1::{
     Pod, PodAffinityTerm, ResourceQuota, ScopedResourceSelectorRequirement,
 };
 
+use std::collections::BTreeMap;
+
+use rkcm_gocompat::labels::LabelSelector;
 use rkcm_gocompat::quantity::Quantity;
-use rkcm_gocompat::validation::is_valid_label_value;
 
 pub const TERMINATING: &str = "Terminating";
 pub const NOT_TERMINATING: &str = "NotTerminating";
@@ -106,7 +108,6 @@ pub fn qos_class(pod: &Pod) -> String {
 }
 
 fn compute_qos_class(pod: &Pod) -> &'static str {
-    use std::collections::BTreeMap;
     let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
     let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
     let mut guaranteed = true;
@@ -171,46 +172,38 @@ fn compute_qos_class(pod: &Pod) -> &'static str {
     "Burstable"
 }
 
-/// A `PriorityClass` requirement with `In`, `NotIn` or `DoesNotExist`, as a label
-/// selector over `{PriorityClass: <class>}` (no label when the pod has no class).
+/// A `PriorityClass` requirement with `In`, `NotIn` or `DoesNotExist` (upstream
+/// `podMatchesSelector`): converted to a label selector requirement on the key
+/// `PriorityClass` (upstream `ScopedResourceSelectorRequirementsAsSelector`), matched
+/// against `{PriorityClass: <class>}`, a pod without a class having no label.
 fn priority_class_matches(
     requirement: &ScopedResourceSelectorRequirement,
     class: &str,
 ) -> Result<bool, String> {
-    let values: &[String] = requirement.values.as_deref().unwrap_or_default();
-    let in_set = || values.iter().any(|value| value == class);
-    let has = !class.is_empty();
-    match requirement.operator.as_str() {
-        "In" | "NotIn" => {
-            if values.is_empty() {
-                return Err(
-                    "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty"
-                        .to_string(),
-                );
-            }
-            if let Some(bad) = values
-                .iter()
-                .find(|value| !is_valid_label_value(value).is_empty())
-            {
-                return Err(format!("values[0]: Invalid value: {bad:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"));
-            }
-            Ok(if requirement.operator == "In" {
-                has && in_set()
-            } else {
-                !has || !in_set()
-            })
-        }
-        "Exists" | "DoesNotExist" => {
-            if !values.is_empty() {
-                return Err(
-                    "values: Invalid value: []string{...}: values set must be empty for exists and does not exist"
-                        .to_string(),
-                );
-            }
-            Ok((requirement.operator == "Exists") == has)
-        }
-        other => Err(format!("{other:?} is not a valid scope selector operator")),
+    let selector = scope_requirement_as_selector(requirement)?;
+    let mut labels = BTreeMap::new();
+    if !class.is_empty() {
+        labels.insert(requirement.scope_name.clone(), class.to_string());
     }
+    Ok(selector.matches(&labels))
+}
+
+/// Upstream `ScopedResourceSelectorRequirementsAsSelector` for one requirement: the
+/// scope selector's own operators (anything else is refused with the scope wording),
+/// then the label selector layer's validation of the key and values.
+fn scope_requirement_as_selector(
+    requirement: &ScopedResourceSelectorRequirement,
+) -> Result<LabelSelector, String> {
+    let operator = requirement.operator.as_str();
+    if !matches!(operator, "In" | "NotIn" | "Exists" | "DoesNotExist") {
+        return Err(format!(
+            "{} is not a valid scope selector operator",
+            rkcm_gocompat::gofmt::quote(operator)
+        ));
+    }
+    let values: &[String] = requirement.values.as_deref().unwrap_or_default();
+    let expression = (requirement.scope_name.as_str(), operator, values);
+    LabelSelector::from_match([], [expression])
 }
 
 fn names_other_namespaces(term: &PodAffinityTerm) -> bool {
@@ -370,5 +363,56 @@ mod tests {
         assert_eq!(selectors.len(), 2);
         assert_eq!(selectors[0], exists(BEST_EFFORT));
         assert_eq!(selectors[1].operator, "In");
+    }
+
+    #[test]
+    fn priority_class_requirements_go_through_the_label_selector_layer() {
+        let label_message = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+        let bad_value =
+            format!("values[1][PriorityClass]: Invalid value: \"-bad-\": {label_message}");
+        type Case<'a> = (&'a str, &'a [&'a str], &'a str, Result<bool, String>);
+        let cases: [Case; 13] = [
+            ("In", &["high", "low"], "low", Ok(true)),
+            ("In", &["high"], "low", Ok(false)),
+            ("In", &["high"], "", Ok(false)),
+            ("NotIn", &["high"], "low", Ok(true)),
+            ("NotIn", &["high"], "high", Ok(false)),
+            ("NotIn", &["high"], "", Ok(true)),
+            ("DoesNotExist", &[], "", Ok(true)),
+            ("DoesNotExist", &[], "high", Ok(false)),
+            (
+                "In",
+                &[],
+                "high",
+                Err("values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty".into()),
+            ),
+            (
+                "DoesNotExist",
+                &["x"],
+                "",
+                Err("values: Invalid value: []string{\"x\"}: values set must be empty for exists and does not exist".into()),
+            ),
+            ("NotIn", &["ok", "-bad-"], "", Err(bad_value)),
+            (
+                "Near",
+                &["x"],
+                "",
+                Err("\"Near\" is not a valid scope selector operator".into()),
+            ),
+            (
+                "in",
+                &["x"],
+                "x",
+                Err("\"in\" is not a valid scope selector operator".into()),
+            ),
+        ];
+        for (operator, values, class, expected) in cases {
+            let requirement = requirement(PRIORITY_CLASS, operator, values);
+            assert_eq!(
+                priority_class_matches(&requirement, class),
+                expected,
+                "{operator} {values:?} against {class:?}"
+            );
+        }
     }
 }

@@ -27,6 +27,7 @@ use crate::cloud::{self, CloudProvider, Route};
 use crate::controller::{ControllerContext, Runnable};
 use crate::controllers::nodeipam;
 use crate::generic_options::GenericOptions;
+use crate::meta::ResourceNames;
 use crate::recorder::{Recorder, WARNING};
 use crate::store::Store;
 
@@ -149,7 +150,7 @@ impl Controller {
         let conditions: Vec<(Arc<Node>, bool)> = nodes
             .into_iter()
             .filter_map(|node| {
-                let name = node.metadata.name.as_deref().unwrap_or_default();
+                let name = node.name_str();
                 routes_created(plan.actions.get(name)).map(|created| (node, created))
             })
             .collect();
@@ -158,7 +159,7 @@ impl Controller {
                 MAX_CONCURRENT_ROUTE_OPERATIONS,
                 |(node, created)| async move {
                     if let Err(e) = self.update_networking_condition(&node, created).await {
-                        let name = node.metadata.name.as_deref().unwrap_or_default();
+                        let name = node.name_str();
                         error!(controller = NAME, node = %name, "Error updating node: {e}");
                     }
                 },
@@ -244,7 +245,7 @@ impl Controller {
     /// Sets NetworkUnavailable unless it already says the same (a strategic-merge patch of
     /// that one condition through `nodes/status`, as upstream's `SetNodeCondition`).
     async fn update_networking_condition(&self, node: &Node, created: bool) -> anyhow::Result<()> {
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.name_str().to_string();
         let current = node
             .status
             .as_ref()

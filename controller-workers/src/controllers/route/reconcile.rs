@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::cloud::Route;
+use crate::meta::ResourceNames;
 
 pub(super) use crate::controllers::nodeipam::cidr::{cluster_cidrs, Cidr};
 
@@ -83,7 +84,7 @@ pub(super) fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster: &[Cidr]) -> P
         if cidrs.is_empty() {
             continue;
         }
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.name_str().to_string();
         let own = by_node.get(name.as_str()).cloned().unwrap_or_default();
         let addrs = addresses(node);
         let actions = plan.actions.entry(name.clone()).or_default();

@@ -2,6 +2,7 @@
 //! a Service need a sync (with the event upstream records for some), which Nodes go into
 //! a balancer's set, and which Node changes resync the balancers.
 
+use crate::meta::ResourceNames;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -244,12 +245,7 @@ pub(super) fn nodes_sufficiently_equal(old: &[Arc<Node>], new: &[Arc<Node>]) -> 
     let distill = |nodes: &[Arc<Node>]| -> BTreeMap<String, String> {
         nodes
             .iter()
-            .map(|n| {
-                (
-                    n.metadata.name.clone().unwrap_or_default(),
-                    provider_id(n).to_string(),
-                )
-            })
+            .map(|n| (n.name_str().to_string(), provider_id(n).to_string()))
             .collect()
     };
     old.len() == new.len() && distill(old) == distill(new)
@@ -261,7 +257,7 @@ pub(super) fn loggable_node_names(nodes: &[Arc<Node>]) -> String {
     let mut names: Vec<String> = nodes
         .iter()
         .take(MAX)
-        .map(|n| n.metadata.name.clone().unwrap_or_default())
+        .map(|n| n.name_str().to_string())
         .collect();
     names.sort();
     if nodes.len() > MAX {

@@ -31,6 +31,7 @@ use crate::controller::{ControllerContext, Runnable};
 use crate::generic_options::GenericOptions;
 use crate::informer::Change;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::metrics::Metrics;
 use crate::queue::WorkQueue;
 use crate::rate_limiter::ItemExponentialFailure;
@@ -414,7 +415,7 @@ impl Controller {
         debug!(controller = NAME, service = %key_of(&service.metadata), add, "Patching the load balancer cleanup finalizer");
         self.api(service)
             .patch_status(
-                name_of(service),
+                service.name_str(),
                 &PatchParams::default(),
                 &Patch::Strategic(&patch),
             )
@@ -436,7 +437,7 @@ impl Controller {
         match self
             .api(service)
             .patch_status(
-                name_of(service),
+                service.name_str(),
                 &PatchParams::default(),
                 &Patch::Strategic(&patch),
             )
@@ -450,10 +451,7 @@ impl Controller {
     }
 
     fn api(&self, service: &Service) -> Api<Service> {
-        Api::namespaced(
-            self.client.clone(),
-            service.metadata.namespace.as_deref().unwrap_or_default(),
-        )
+        Api::namespaced(self.client.clone(), service.namespace_str())
     }
 
     /// Re-points every balancer whose node set changed; the ones that failed go back to
@@ -579,10 +577,6 @@ impl Controller {
 enum Operation {
     Delete,
     Ensure,
-}
-
-fn name_of(service: &Service) -> &str {
-    service.metadata.name.as_deref().unwrap_or_default()
 }
 
 fn current_status(service: &Service) -> LoadBalancerStatus {

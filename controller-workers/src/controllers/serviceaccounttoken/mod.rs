@@ -39,6 +39,7 @@ use tracing::{debug, error, info};
 use crate::api_errors::{is_conflict, is_not_found};
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::store::Store;
 
 use self::signer::Signer;
@@ -372,7 +373,7 @@ fn populated(
     wanted: Needs,
     make_token: impl FnOnce(&Secret) -> Result<String, signer::SignError>,
 ) -> Result<Secret, signer::SignError> {
-    let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+    let namespace = secret.namespace_str().to_string();
     let token = if wanted.token {
         Some(make_token(&secret)?)
     } else {
@@ -394,7 +395,7 @@ fn populated(
         .get_or_insert_with(BTreeMap::new);
     annotations.insert(
         SERVICE_ACCOUNT_NAME_KEY.into(),
-        account.metadata.name.clone().unwrap_or_default(),
+        account.name_str().to_string(),
     );
     annotations.insert(
         SERVICE_ACCOUNT_UID_KEY.into(),
@@ -597,8 +598,8 @@ impl Controller {
         if !needs(cached, &self.root_ca).any() {
             return Ok(());
         }
-        let namespace = cached.metadata.namespace.as_deref().unwrap_or("");
-        let name = cached.metadata.name.as_deref().unwrap_or("");
+        let namespace = cached.namespace_str();
+        let name = cached.name_str();
         let api = self.secrets_api(namespace);
         let live = match api.get(name).await {
             Ok(live) => live,
@@ -625,10 +626,10 @@ impl Controller {
             token::legacy_token(
                 &self.signer,
                 &LegacyClaims {
-                    namespace: account.metadata.namespace.as_deref().unwrap_or(""),
-                    service_account_name: account.metadata.name.as_deref().unwrap_or(""),
+                    namespace: account.namespace_str(),
+                    service_account_name: account.name_str(),
                     service_account_uid: account.metadata.uid.as_deref().unwrap_or(""),
-                    secret_name: secret.metadata.name.as_deref().unwrap_or(""),
+                    secret_name: secret.name_str(),
                 },
             )
         })

@@ -29,6 +29,7 @@ use tracing::{debug, info};
 use crate::api_errors;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::Recorder;
 use crate::store::Store;
@@ -123,7 +124,7 @@ fn containing(tree: &Tree, ip: &IPAddress) -> Vec<String> {
 /// prefixes is also held by another ServiceCIDR; otherwise only when no allocated
 /// address of its families is held by it alone.
 fn can_delete(tree: &Tree, cidr: &ServiceCIDR, addresses: &[Arc<IPAddress>]) -> bool {
-    let name = cidr.metadata.name.as_deref().unwrap_or_default();
+    let name = cidr.name_str();
     let prefixes: Vec<Prefix> = cidr
         .spec
         .cidrs
@@ -301,7 +302,7 @@ impl Controller {
         if has_finalizer(cidr) == add {
             return Ok(());
         }
-        let name = cidr.metadata.name.as_deref().unwrap_or_default();
+        let name = cidr.name_str();
         let patch = if add {
             json!({"metadata": {"finalizers": [FINALIZER]}})
         } else {

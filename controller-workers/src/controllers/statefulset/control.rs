@@ -22,21 +22,18 @@ use super::utils::{
     allows_burst, apply_revision, choose_update_revision, identity_matches, is_created, is_failed,
     is_healthy, is_pending, is_running_and_available, is_running_and_ready, is_succeeded,
     is_terminating, min_ready_seconds, named_current_revision, new_versioned_stateful_set_pod,
-    next_rolling_step, revisions_to_truncate, set_name, set_namespace, split_pods, start_ordinal,
-    storage_matches, update_strategy_type, RollingStep, UpdateRevision, ON_DELETE,
+    next_rolling_step, revisions_to_truncate, split_pods, start_ordinal, storage_matches,
+    update_strategy_type, RollingStep, UpdateRevision, ON_DELETE,
 };
 use super::Controller;
 use crate::api_errors::is_not_found;
 use crate::history::{create_revision, delete_revision, sort_revisions, update_revision_number};
+use crate::meta::ResourceNames;
 use crate::selector::Selector;
 use crate::store::controller_uid;
 
 /// At most this many pod operations at once in Parallel mode (upstream MaxBatchSize).
 const MAX_BATCH_SIZE: usize = 500;
-
-fn name_of(revision: &ControllerRevision) -> &str {
-    revision.metadata.name.as_deref().unwrap_or_default()
-}
 
 /// What one pass got to: the revisions it settled on, the status it computed, and the
 /// error that stopped it.
@@ -105,7 +102,7 @@ impl Controller {
     ) -> Vec<Arc<ControllerRevision>> {
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         self.revisions
-            .list_namespace(set_namespace(set))
+            .list_namespace(set.namespace_str())
             .into_iter()
             .filter(|revision| selector.matches(revision.metadata.labels.as_ref()))
             .filter(|revision| controller_uid(&revision.metadata).is_none_or(|owner| owner == uid))
@@ -113,7 +110,7 @@ impl Controller {
     }
 
     fn revision_api(&self, set: &StatefulSet) -> Api<ControllerRevision> {
-        Api::namespaced(self.client.clone(), set_namespace(set))
+        Api::namespaced(self.client.clone(), set.namespace_str())
     }
 
     /// Reconciles the set's pods and writes its status; returns the status it wrote (or
@@ -143,7 +140,7 @@ impl Controller {
             (None, Some(status)) => Ok(status),
             (None, None) => Err(anyhow!(
                 "no status computed for StatefulSet {}",
-                set_name(set)
+                set.name_str()
             )),
         }
     }
@@ -186,13 +183,13 @@ impl Controller {
         let status_error = self.update_status(set, &mut status).await.err();
         let error = match (error, status_error) {
             (Some(error), Some(status_error)) => {
-                warn!(statefulset = set_name(set), error = %status_error, "could not update status");
+                warn!(statefulset = set.name_str(), error = %status_error, "could not update status");
                 Some(error)
             }
             (error, status_error) => error.or(status_error),
         };
         debug!(
-            statefulset = set_name(set),
+            statefulset = set.name_str(),
             current_revision = %status.current_revision,
             update_revision = %status.update_revision,
             replicas = status.replicas,
@@ -227,8 +224,8 @@ impl Controller {
             UpdateRevision::Latest(latest) => latest,
             UpdateRevision::Renumber(found, number) => {
                 debug!(
-                    statefulset = set_name(set),
-                    revision = name_of(&found),
+                    statefulset = set.name_str(),
+                    revision = found.name_str(),
                     number,
                     "rolling back to an earlier revision"
                 );
@@ -238,8 +235,8 @@ impl Controller {
                         .with_context(|| {
                             format!(
                                 "updating the number of ControllerRevision {}/{}",
-                                set_namespace(set),
-                                name_of(&found)
+                                set.namespace_str(),
+                                found.name_str()
                             )
                         })?,
                 )
@@ -247,7 +244,7 @@ impl Controller {
             UpdateRevision::Create(wanted) => Arc::new(
                 create_revision(
                     &self.revision_api(set),
-                    set_name(set),
+                    set.name_str(),
                     &wanted,
                     &mut collision_count,
                 )
@@ -255,8 +252,8 @@ impl Controller {
                 .with_context(|| {
                     format!(
                         "creating a ControllerRevision for StatefulSet {}/{}",
-                        set_namespace(set),
-                        set_name(set)
+                        set.namespace_str(),
+                        set.name_str()
                     )
                 })?,
             ),
@@ -276,8 +273,8 @@ impl Controller {
             .with_context(|| {
                 format!(
                     "updating status of StatefulSet {}/{}",
-                    set_namespace(set),
-                    set_name(set)
+                    set.namespace_str(),
+                    set.name_str()
                 )
             })
     }
@@ -292,20 +289,24 @@ impl Controller {
         current: Option<&ControllerRevision>,
         update: Option<&ControllerRevision>,
     ) -> anyhow::Result<()> {
-        let live: Vec<&str> = current.into_iter().chain(update).map(name_of).collect();
+        let live: Vec<&str> = current
+            .into_iter()
+            .chain(update)
+            .map(|revision| revision.name_str())
+            .collect();
         let doomed = revisions_to_truncate(set, pods, revisions, &live);
         if doomed.is_empty() {
             return Ok(());
         }
         let api = self.revision_api(set);
         for revision in doomed {
-            delete_revision(&api, name_of(revision))
+            delete_revision(&api, revision.name_str())
                 .await
                 .with_context(|| {
                     format!(
                         "deleting ControllerRevision {}/{}",
-                        set_namespace(set),
-                        name_of(revision)
+                        set.namespace_str(),
+                        revision.name_str()
                     )
                 })?;
         }
@@ -332,8 +333,8 @@ pub(super) async fn update_pods<P: StatefulPodControlInterface>(
     let min_ready = min_ready_seconds(set);
     let mut status = SetStatus {
         observed_generation: set.metadata.generation.unwrap_or(0),
-        current_revision: name_of(current).to_string(),
-        update_revision: name_of(update).to_string(),
+        current_revision: current.name_str().to_string(),
+        update_revision: update.name_str().to_string(),
         collision_count,
         ..SetStatus::default()
     };
@@ -349,8 +350,8 @@ pub(super) async fn update_pods<P: StatefulPodControlInterface>(
                 Arc::new(new_versioned_stateful_set_pod(
                     &current_set,
                     &update_set,
-                    name_of(current),
-                    name_of(update),
+                    current.name_str(),
+                    update.name_str(),
                     start + index as i32,
                 ))
             })
@@ -365,8 +366,8 @@ pub(super) async fn update_pods<P: StatefulPodControlInterface>(
         .cloned();
     if let Some(pod) = &first_unhealthy {
         debug!(
-            statefulset = set_name(set),
-            pod = pod.metadata.name.as_deref().unwrap_or_default(),
+            statefulset = set.name_str(),
+            pod = pod.name_str(),
             "StatefulSet has unhealthy pods"
         );
     }
@@ -439,38 +440,46 @@ pub(super) async fn update_pods<P: StatefulPodControlInterface>(
         return (Some(status), None);
     }
 
-    // RollingUpdate: delete the highest ordinal not at the update revision, down to
-    // the partition, one at a time, waiting for each to come back healthy. (The
-    // maxUnavailable path belongs to MaxUnavailableStatefulSet, alpha and off in 1.29.)
-    match next_rolling_step(set, &replicas, name_of(update)) {
+    // RollingUpdate (upstream `updateStatefulSetAfterInvariantEstablished`).
+    let error = rolling_update(pod_control, set, &replicas, update.name_str(), &mut status).await;
+    (Some(status), error)
+}
+
+/// RollingUpdate: delete the highest ordinal not at the update revision, down to the
+/// partition, one at a time, waiting for each to come back healthy. (The
+/// maxUnavailable path belongs to MaxUnavailableStatefulSet, alpha and off in 1.29.)
+async fn rolling_update<P: StatefulPodControlInterface>(
+    pod_control: &P,
+    set: &StatefulSet,
+    replicas: &[Arc<Pod>],
+    update_revision: &str,
+    status: &mut SetStatus,
+) -> Option<anyhow::Error> {
+    match next_rolling_step(set, replicas, update_revision) {
         RollingStep::Delete(target) => {
             let pod = &replicas[target];
             debug!(
-                statefulset = set_name(set),
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                statefulset = set.name_str(),
+                pod = pod.name_str(),
                 "terminating pod for update"
             );
             if let Err(error) = pod_control.delete_stateful_pod(set, pod).await {
                 if !is_not_found(&error) {
-                    return (Some(status), Some(error.into()));
+                    return Some(error.into());
                 }
             }
             status.current_replicas -= 1;
         }
         RollingStep::Wait(target) => {
             debug!(
-                statefulset = set_name(set),
-                pod = replicas[target]
-                    .metadata
-                    .name
-                    .as_deref()
-                    .unwrap_or_default(),
+                statefulset = set.name_str(),
+                pod = replicas[target].name_str(),
                 "waiting for pod to update"
             );
         }
         RollingStep::Done => {}
     }
-    (Some(status), None)
+    None
 }
 
 /// One replica: replace it if it failed, create it if missing, wait for it in
@@ -513,16 +522,16 @@ async fn process_replica<P: StatefulPodControlInterface>(
     if monotonic {
         if is_terminating(pod) {
             debug!(
-                statefulset = set_name(set),
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                statefulset = set.name_str(),
+                pod = pod.name_str(),
                 "waiting for pod to terminate"
             );
             return Ok(true);
         }
         if let Some(state) = not_yet(set, pod, now) {
             debug!(
-                statefulset = set_name(set),
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                statefulset = set.name_str(),
+                pod = pod.name_str(),
                 "waiting for pod to be {state}"
             );
             return Ok(true);
@@ -556,16 +565,16 @@ async fn process_condemned<P: StatefulPodControlInterface>(
     if monotonic && !is_first_unhealthy {
         if let Some(state) = not_yet(set, pod, now) {
             debug!(
-                statefulset = set_name(set),
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                statefulset = set.name_str(),
+                pod = pod.name_str(),
                 "waiting for pod to be {state} before scale down"
             );
             return Ok(true);
         }
     }
     debug!(
-        statefulset = set_name(set),
-        pod = pod.metadata.name.as_deref().unwrap_or_default(),
+        statefulset = set.name_str(),
+        pod = pod.name_str(),
         "terminating pod for scale down"
     );
     pod_control.delete_stateful_pod(set, pod).await?;

@@ -17,6 +17,7 @@ use super::control::update_pods;
 use super::fake_pod_control::{FakeStatefulPodControl, Write};
 use super::status::complete_rolling_update;
 use super::utils::new_revision;
+use crate::meta::ResourceNames;
 
 /// How the set is updated.
 #[derive(Clone, Copy, Debug)]
@@ -77,10 +78,6 @@ fn stateful_set(replicas: i32, image: &str, strategy: Strategy, parallel: bool) 
         }),
         status: None,
     }
-}
-
-fn name_of(revision: &ControllerRevision) -> String {
-    revision.metadata.name.clone().unwrap_or_default()
 }
 
 /// The set, its revisions and its pods, moved along pass by pass.
@@ -166,7 +163,7 @@ impl Cluster {
 
     /// Ordinals at the update revision.
     fn updated(&self) -> Vec<i32> {
-        let update = name_of(self.update_revision());
+        let update = self.update_revision().name_str().to_string();
         self.fake
             .revisions()
             .into_iter()
@@ -299,7 +296,7 @@ async fn rolling_update_table() {
         assert_eq!(passes, case.passes, "{}", case.name);
         assert_eq!(cluster.updated(), case.updated, "{}", case.name);
         let status = cluster.set.status.clone().unwrap_or_default();
-        let update = name_of(cluster.update_revision());
+        let update = cluster.update_revision().name_str().to_string();
         assert_eq!(
             status.current_revision.as_deref() == Some(update.as_str()),
             case.complete,

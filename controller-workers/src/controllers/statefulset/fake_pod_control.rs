@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::stateful_pod::StatefulPodControlInterface;
 use super::utils::{ordinal, pod_revision, update_identity, update_storage};
+use crate::meta::ResourceNames;
 
 /// One recorded write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,10 +49,6 @@ fn already_exists(name: &str) -> anyhow::Error {
             .with_code(409)
             .boxed(),
     ))
-}
-
-fn name_of(pod: &Pod) -> String {
-    pod.metadata.name.clone().unwrap_or_default()
 }
 
 impl FakeStatefulPodControl {
@@ -119,7 +116,7 @@ impl StatefulPodControlInterface for FakeStatefulPodControl {
         _set: &StatefulSet,
         pod: &Pod,
     ) -> impl Future<Output = anyhow::Result<()>> + Send {
-        let name = name_of(pod);
+        let name = pod.name_str().to_string();
         let mut state = self.lock();
         let result = if state.pods.contains_key(&name) {
             Err(already_exists(&name))
@@ -145,7 +142,7 @@ impl StatefulPodControlInterface for FakeStatefulPodControl {
         let mut updated = pod.clone();
         update_identity(set, &mut updated);
         update_storage(set, &mut updated);
-        let name = name_of(&updated);
+        let name = updated.name_str().to_string();
         let mut state = self.lock();
         state.pods.insert(name.clone(), updated);
         state.writes.push(Write::Update(name));
@@ -157,7 +154,7 @@ impl StatefulPodControlInterface for FakeStatefulPodControl {
         _set: &StatefulSet,
         pod: &Pod,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send {
-        let name = name_of(pod);
+        let name = pod.name_str().to_string();
         let mut state = self.lock();
         let result = match state.pods.remove(&name) {
             Some(_) => {

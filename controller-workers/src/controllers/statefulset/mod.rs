@@ -39,6 +39,7 @@ use self::utils::{is_member_of, min_ready_seconds, replicas, spec};
 use crate::controller::{ControllerContext, Runnable};
 use crate::controller_ref::RefManager;
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::pod_control::controller_ref;
 use crate::pods::is_pod_ready;
 use crate::queue::WorkQueue;
@@ -46,6 +47,18 @@ use crate::selector::Selector;
 use crate::store::{controller_of, key_of, split_key, Store};
 
 pub const NAME: &str = "statefulset-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// identity (hostname, subdomain), claim volumes and `status`; a pod whose identity or storage is repaired is read from the API server before its update.
+pub const FIELDS: crate::projection::FieldList = &[(
+    "v1/pods",
+    &[
+        "spec.nodeName",
+        "spec.hostname",
+        "spec.subdomain",
+        "spec.volumes",
+        "status",
+    ],
+)];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &[
     "v1/pods",
@@ -133,7 +146,7 @@ impl Controller {
         let Some(labels) = pod.metadata.labels.as_ref().filter(|l| !l.is_empty()) else {
             return Vec::new();
         };
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = pod.namespace_str();
         let sets: Vec<Arc<StatefulSet>> = self
             .sets
             .list_namespace(namespace)
@@ -145,10 +158,7 @@ impl Controller {
             })
             .collect();
         if sets.len() > 1 {
-            let names: Vec<&str> = sets
-                .iter()
-                .map(|s| s.metadata.name.as_deref().unwrap_or_default())
-                .collect();
+            let names: Vec<&str> = sets.iter().map(|s| s.name_str()).collect();
             warn!(pod = %key_of(&pod.metadata), sets = ?names, "user error: more than one StatefulSet is selecting pods with labels {labels:?}");
         }
         sets
@@ -177,7 +187,7 @@ impl Controller {
                     // A resync: nothing changed.
                     return;
                 }
-                let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+                let namespace = new.namespace_str();
                 let route = crate::controller_ref::route_update(
                     &old.metadata,
                     &new.metadata,
@@ -256,7 +266,7 @@ impl Controller {
         if orphans.is_empty() {
             return Ok(());
         }
-        let namespace = set.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = set.namespace_str();
         let manager = RefManager::new(
             set,
             controller_ref(set),
@@ -280,7 +290,7 @@ impl Controller {
         set: &StatefulSet,
         selector: &Selector,
     ) -> anyhow::Result<Vec<Arc<Pod>>> {
-        let namespace = set.metadata.namespace.as_deref().unwrap_or_default();
+        let namespace = set.namespace_str();
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         // Pods another controller owns are never claimed, so the candidates are the
         // set's own pods and the namespace's orphans.
@@ -299,7 +309,7 @@ impl Controller {
             Some(error) => Err(error).with_context(|| {
                 format!(
                     "claiming pods of StatefulSet {namespace}/{}",
-                    utils::set_name(set)
+                    set.name_str()
                 )
             }),
             None => Ok(pods),

@@ -17,10 +17,11 @@ use tracing::debug;
 
 use super::utils::{
     claim_owner_matches_set_and_pod, claims_for, has_stale_owner_ref, identity_matches, ordinal,
-    retention_policy, set_name, set_namespace, storage_matches, update_claim_owner_refs,
-    update_identity, update_storage, Owner,
+    retention_policy, storage_matches, update_claim_owner_refs, update_identity, update_storage,
+    Owner,
 };
 use crate::api_errors::{is_already_exists, is_conflict, message as api_error_text};
+use crate::meta::ResourceNames;
 use crate::recorder::{Recorder, NORMAL, WARNING};
 use crate::store::Store;
 
@@ -70,7 +71,7 @@ fn title(verb: &str) -> String {
 }
 
 fn pod_name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
+    pod.name_str()
 }
 
 #[derive(Clone)]
@@ -94,15 +95,15 @@ impl StatefulPodControl {
     }
 
     fn pods(&self, set: &StatefulSet) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), set_namespace(set))
+        Api::namespaced(self.client.clone(), set.namespace_str())
     }
 
     fn claims_api(&self, set: &StatefulSet) -> Api<PersistentVolumeClaim> {
-        Api::namespaced(self.client.clone(), set_namespace(set))
+        Api::namespaced(self.client.clone(), set.namespace_str())
     }
 
     fn record_pod_event(&self, verb: &str, set: &StatefulSet, pod: &Pod, error: Option<&str>) {
-        let (pod, name) = (pod_name(pod), set_name(set));
+        let (pod, name) = (pod_name(pod), set.name_str());
         match error {
             None => self.recorder.event(
                 set,
@@ -127,7 +128,7 @@ impl StatefulPodControl {
         claim: &str,
         error: Option<&str>,
     ) {
-        let (pod, name) = (pod_name(pod), set_name(set));
+        let (pod, name) = (pod_name(pod), set.name_str());
         match error {
             None => self.recorder.event(
                 set,
@@ -169,7 +170,7 @@ impl StatefulPodControl {
         match created {
             Ok(_) => {
                 debug!(
-                    statefulset = set_name(set),
+                    statefulset = set.name_str(),
                     pod = pod_name(pod),
                     "created pod"
                 );
@@ -193,6 +194,20 @@ impl StatefulPodControl {
     ) -> anyhow::Result<()> {
         let api = self.pods(set);
         let mut pod = pod.clone();
+        if !(identity_matches(set, &pod)
+            && storage_matches(set, &pod)
+            && self.claims_match_retention_policy(set, &pod))
+        {
+            // The store holds projected pods (the fields the controller reads): the update
+            // starts from the whole object, or it would erase the rest.
+            pod = api.get(pod_name(&pod)).await.map_err(|error| {
+                anyhow::Error::new(error).context(format!(
+                    "error getting updated Pod {}/{}",
+                    set.namespace_str(),
+                    pod_name(&pod)
+                ))
+            })?;
+        }
         let mut attempted = false;
         let mut delay = Duration::from_millis(10);
         let mut attempts_left = 4;
@@ -236,7 +251,7 @@ impl StatefulPodControl {
                         Err(get_error) => {
                             break Err(anyhow::Error::new(get_error).context(format!(
                                 "error getting updated Pod {}/{name}",
-                                set_namespace(set)
+                                set.namespace_str()
                             )))
                         }
                     }
@@ -269,8 +284,8 @@ impl StatefulPodControl {
     /// retention policy asks for?
     pub(super) fn claims_match_retention_policy(&self, set: &StatefulSet, pod: &Pod) -> bool {
         claims_for(set, ordinal(pod)).iter().all(|(_, claim)| {
-            let name = claim.metadata.name.as_deref().unwrap_or_default();
-            match self.claims.get_in(set_namespace(set), name) {
+            let name = claim.name_str();
+            match self.claims.get_in(set.namespace_str(), name) {
                 // Missing: it is picked up at a later sync.
                 None => true,
                 Some(existing) => claim_owner_matches_set_and_pod(&existing, set, pod),
@@ -286,8 +301,8 @@ impl StatefulPodControl {
     ) -> anyhow::Result<()> {
         let api = self.claims_api(set);
         for (_, claim) in claims_for(set, ordinal(pod)) {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            let Some(existing) = self.claims.get_in(set_namespace(set), &name) else {
+            let name = claim.name_str().to_string();
+            let Some(existing) = self.claims.get_in(set.namespace_str(), &name) else {
                 continue;
             };
             if claim_owner_matches_set_and_pod(&existing, set, pod) {
@@ -315,9 +330,9 @@ impl StatefulPodControl {
             return false;
         }
         claims_for(set, ordinal(pod)).iter().any(|(_, claim)| {
-            let name = claim.metadata.name.as_deref().unwrap_or_default();
+            let name = claim.name_str();
             self.claims
-                .get_in(set_namespace(set), name)
+                .get_in(set.namespace_str(), name)
                 .is_some_and(|existing| has_stale_owner_ref(&existing.metadata, &Owner::pod(pod)))
         })
     }
@@ -346,8 +361,8 @@ impl StatefulPodControl {
         let api = self.claims_api(set);
         let mut errors = Vec::new();
         for (_, mut claim) in claims_for(set, ordinal(pod)) {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            match self.claims.get_in(set_namespace(set), &name) {
+            let name = claim.name_str().to_string();
+            match self.claims.get_in(set.namespace_str(), &name) {
                 None => {
                     // The API server ignores a status on create; the template's is noise.
                     claim.status = None;

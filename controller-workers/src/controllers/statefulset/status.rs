@@ -16,6 +16,7 @@ use super::utils::{
     replicas, update_strategy_type, ROLLING_UPDATE,
 };
 use crate::api_errors::is_conflict;
+use crate::meta::ResourceNames;
 
 /// The status fields the controller owns, as plain numbers (the API omits zeros).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -136,8 +137,8 @@ pub(super) async fn write(
     set: &StatefulSet,
     status: &SetStatus,
 ) -> Result<(), kube::Error> {
-    let namespace = set.metadata.namespace.clone().unwrap_or_default();
-    let name = set.metadata.name.clone().unwrap_or_default();
+    let namespace = set.namespace_str().to_string();
+    let name = set.name_str().to_string();
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
     let mut object = set.clone();
     let mut attempt = 0;

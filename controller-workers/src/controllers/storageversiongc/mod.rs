@@ -29,6 +29,7 @@ use tracing::debug;
 use crate::api_errors;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::store::Store;
 use types::{set_common_encoding_version, ServerStorageVersion, StorageVersion};
@@ -213,7 +214,7 @@ impl Controller {
         storage_version: &mut StorageVersion,
         kept: Vec<ServerStorageVersion>,
     ) -> anyhow::Result<()> {
-        let name = storage_version.metadata.name.clone().unwrap_or_default();
+        let name = storage_version.name_str().to_string();
         let api: Api<StorageVersion> = Api::all(self.client.clone());
         if kept.is_empty() {
             return match api.delete(&name, &DeleteParams::default()).await {

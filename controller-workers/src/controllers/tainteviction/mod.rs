@@ -28,12 +28,17 @@ use tracing::{debug, info, warn};
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::recorder::{Recorder, NORMAL};
 use crate::scheduling::tolerates;
 use crate::store::{key_of, split_key, Store};
 
 pub const NAME: &str = "taint-eviction-controller";
+/// The fields it reads of the objects it streams (the rest are read whole): of pods,
+/// the node, the tolerations and `status`.
+pub const FIELDS: crate::projection::FieldList =
+    &[("v1/pods", &["spec.nodeName", "spec.tolerations", "status"])];
 /// The resources its informers read (the launcher warms them on a standby).
 pub const RESOURCES: &[&str] = &["v1/nodes", "v1/pods"];
 const WORKERS: usize = 8;
@@ -225,8 +230,7 @@ impl Controller {
                 return;
             }
         }
-        self.node_queue
-            .add(node.metadata.name.clone().unwrap_or_default());
+        self.node_queue.add(node.name_str().to_string());
     }
 
     fn on_pod(&self, change: &Change<Pod>) {

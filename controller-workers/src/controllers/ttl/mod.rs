@@ -21,6 +21,7 @@ use tracing::debug;
 use crate::controller::{ControllerContext, Runnable};
 use crate::informer::Change;
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::queue::WorkQueue;
 use crate::store::Store;
 
@@ -110,7 +111,7 @@ fn ttl_patch(node: &Node, desired: i64) -> Option<Value> {
     }
     if parsed.is_none() {
         if let Some(value) = current {
-            debug!(controller = NAME, node = node.metadata.name.as_deref().unwrap_or_default(), value = %value, "the ttl annotation is no integer");
+            debug!(controller = NAME, node = node.name_str(), value = %value, "the ttl annotation is no integer");
         }
     }
     Some(json!({"metadata": {"annotations": {TTL_ANNOTATION: desired.to_string()}}}))

@@ -2,7 +2,7 @@
 //! field validation.
 
 use super::{json_type, truncate, with_warnings, FieldValidation, Sim};
-use crate::request::{ApiRequest, ApiResponse, Representation, ResourcePath};
+use crate::request::{ApiRequest, ApiResponse, Representation, ResourcePath, User};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::typed;
@@ -18,19 +18,7 @@ impl Sim {
         p: ResourcePath,
     ) -> ApiResult<ApiResponse> {
         let user = req.user.clone().ok_or_else(ApiError::unauthorized)?;
-        let def = self
-            .registry
-            .lookup(&p.group, &p.version, &p.resource)
-            .ok_or_else(ApiError::no_route)?;
-        if def.namespaced != p.namespace.is_some() && !(def.namespaced && p.name.is_none()) {
-            // A namespaced resource addressed without a namespace (or the reverse) with a name.
-            return Err(ApiError::no_route());
-        }
-        if let Some(sub) = &p.subresource {
-            if def.subresource(sub).is_none() {
-                return Err(ApiError::no_route());
-            }
-        }
+        let def = self.resolve(&p)?;
         let ns = p.namespace.as_deref();
         let wants = req.wants();
         if wants == Representation::Unsupported {
@@ -50,23 +38,7 @@ impl Sim {
                     self.list(&def, ns, req)
                 }
             }
-            (None, None) if *m == Method::POST => {
-                let body = self.decode_body(&def, req)?;
-                if def.resource == "bindings" {
-                    return self.bind(&def, ns.unwrap_or_default(), None, body);
-                }
-                if !def.is_stored() {
-                    return self.review(&def, ns, body, &user, req);
-                }
-                let (obj, warnings) = self.check_fields(&def, body, req)?;
-                let dry = req.param("dryRun").is_some();
-                let fm = self.operation(&def, req, None, None);
-                let created = self.create_object(&def, ns, obj, &user, dry, Some(&fm))?;
-                Ok(with_warnings(
-                    ApiResponse::json(201, self.present(&def, &created)),
-                    warnings,
-                ))
-            }
+            (None, None) if *m == Method::POST => self.post_collection(&def, ns, req, &user),
             (None, None) if *m == Method::DELETE => self.delete_collection(&def, ns, req),
             (Some(name), None) if *m == Method::GET => {
                 let obj = self.get_object(&def, ns, name)?;
@@ -75,20 +47,19 @@ impl Sim {
                     self.represent_one(&def, &obj, wants),
                 ))
             }
-            (Some(name), None | Some("status")) if *m == Method::PUT => {
+            (Some(name), sub @ (None | Some("status"))) if *m == Method::PUT => {
                 let body = self.decode_body(&def, req)?;
                 let (obj, warnings) = self.check_fields(&def, body, req)?;
-                let sub = p.subresource.as_deref();
                 let fm = self.operation(&def, req, sub, None);
                 let out =
                     self.update_object(&def, ns, name, sub, &user, req, Some(&fm), |_| Ok(obj))?;
                 Ok(with_warnings(out, warnings))
             }
-            (Some(name), None | Some("status")) if *m == Method::PATCH => {
-                self.patch(&def, ns, name, p.subresource.as_deref(), req, &user)
+            (Some(name), sub @ (None | Some("status"))) if *m == Method::PATCH => {
+                self.patch(&def, ns, name, sub, req, &user)
             }
             (Some(name), None) if *m == Method::DELETE => self.delete(&def, ns, name, req),
-            (Some(name), Some("status")) if *m == Method::GET => {
+            (Some(name), Some("status" | "approval")) if *m == Method::GET => {
                 let obj = self.get_object(&def, ns, name)?;
                 Ok(ApiResponse::json(200, self.present(&def, &obj)))
             }
@@ -103,60 +74,10 @@ impl Sim {
                 self.evict(ns.unwrap_or_default(), name, body, dry_run)
             }
             (Some(name), Some("finalize")) if *m == Method::PUT => {
-                let body = self.decode_json(req)?;
-                let fins = body["spec"]["finalizers"].clone();
-                self.update_object(
-                    &def,
-                    None,
-                    name,
-                    Some("finalize"),
-                    &user,
-                    req,
-                    None,
-                    move |cur| {
-                        let mut next = cur.clone();
-                        let empty = fins.as_array().is_none_or(|a| a.is_empty());
-                        if empty {
-                            if let Some(spec) = next["spec"].as_object_mut() {
-                                spec.remove("finalizers");
-                            }
-                        } else {
-                            next["spec"]["finalizers"] = fins;
-                        }
-                        Ok(next)
-                    },
-                )
+                self.finalize(&def, name, req, &user)
             }
             (Some(name), Some("approval")) if *m == Method::PUT || *m == Method::PATCH => {
-                let body = if *m == Method::PUT {
-                    self.decode_json(req)?
-                } else {
-                    let cur = self.get_object(&def, ns, name)?;
-                    self.apply_patch(&def, &cur, req)?
-                };
-                let conds = body["status"]["conditions"].clone();
-                let fm = self.operation(&def, req, Some("approval"), None);
-                self.update_object(
-                    &def,
-                    None,
-                    name,
-                    Some("approval"),
-                    &user,
-                    req,
-                    Some(&fm),
-                    move |cur| {
-                        let mut next = cur.clone();
-                        if !next["status"].is_object() {
-                            next["status"] = json!({});
-                        }
-                        next["status"]["conditions"] = conds;
-                        Ok(next)
-                    },
-                )
-            }
-            (Some(name), Some("approval")) if *m == Method::GET => {
-                let obj = self.get_object(&def, ns, name)?;
-                Ok(ApiResponse::json(200, self.present(&def, &obj)))
+                self.approve(&def, ns, name, req, &user)
             }
             (Some(name), Some("token")) if *m == Method::POST => {
                 let body = self.decode_json(req)?;
@@ -164,6 +85,112 @@ impl Sim {
             }
             _ => Err(ApiError::method_not_allowed(m.as_str())),
         }
+    }
+
+    /// The resource a path names, if the path addresses it the way it is scoped and names
+    /// one of its subresources.
+    fn resolve(&self, p: &ResourcePath) -> ApiResult<Arc<ResourceDef>> {
+        let def = self
+            .registry
+            .lookup(&p.group, &p.version, &p.resource)
+            .ok_or_else(ApiError::no_route)?;
+        if def.namespaced != p.namespace.is_some() && !(def.namespaced && p.name.is_none()) {
+            // A namespaced resource addressed without a namespace (or the reverse) with a name.
+            return Err(ApiError::no_route());
+        }
+        if let Some(sub) = &p.subresource {
+            if def.subresource(sub).is_none() {
+                return Err(ApiError::no_route());
+            }
+        }
+        Ok(def)
+    }
+
+    /// POST to a collection: a binding, a review, or a create.
+    fn post_collection(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
+        let body = self.decode_body(def, req)?;
+        if def.resource == "bindings" {
+            return self.bind(def, ns.unwrap_or_default(), None, body);
+        }
+        if !def.is_stored() {
+            return self.review(def, ns, body, user, req);
+        }
+        let (obj, warnings) = self.check_fields(def, body, req)?;
+        let dry = req.param("dryRun").is_some();
+        let fm = self.operation(def, req, None, None);
+        let created = self.create_object(def, ns, obj, user, dry, Some(&fm))?;
+        Ok(with_warnings(
+            ApiResponse::json(201, self.present(def, &created)),
+            warnings,
+        ))
+    }
+
+    /// PUT namespaces/{name}/finalize: only the spec's finalizers change.
+    fn finalize(
+        &self,
+        def: &Arc<ResourceDef>,
+        name: &str,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
+        let body = self.decode_json(req)?;
+        let fins = body["spec"]["finalizers"].clone();
+        let change = move |cur: &Value| {
+            let mut next = cur.clone();
+            let empty = fins.as_array().is_none_or(|a| a.is_empty());
+            if empty {
+                if let Some(spec) = next["spec"].as_object_mut() {
+                    spec.remove("finalizers");
+                }
+            } else {
+                next["spec"]["finalizers"] = fins;
+            }
+            Ok(next)
+        };
+        self.update_object(def, None, name, Some("finalize"), user, req, None, change)
+    }
+
+    /// PUT or PATCH of a CertificateSigningRequest's approval: only its conditions change.
+    fn approve(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: Option<&str>,
+        name: &str,
+        req: &ApiRequest,
+        user: &User,
+    ) -> ApiResult<ApiResponse> {
+        let body = if req.method == Method::PUT {
+            self.decode_json(req)?
+        } else {
+            let cur = self.get_object(def, ns, name)?;
+            self.apply_patch(def, &cur, req)?
+        };
+        let conds = body["status"]["conditions"].clone();
+        let fm = self.operation(def, req, Some("approval"), None);
+        let change = move |cur: &Value| {
+            let mut next = cur.clone();
+            if !next["status"].is_object() {
+                next["status"] = json!({});
+            }
+            next["status"]["conditions"] = conds;
+            Ok(next)
+        };
+        self.update_object(
+            def,
+            None,
+            name,
+            Some("approval"),
+            user,
+            req,
+            Some(&fm),
+            change,
+        )
     }
 
     // ----- decoding -----

@@ -1,5 +1,6 @@
 //! Tests of the strategic merge patch.
 
+use super::go_values::{go_float, go_s, go_v};
 use super::*;
 use serde_json::json;
 

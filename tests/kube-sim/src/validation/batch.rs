@@ -179,6 +179,10 @@ pub(super) fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
             let v = match nget(f) {
                 Some(Value::String(s)) => q(s),
                 Some(Value::Number(n)) => n.to_string(),
+                // `*batch.PodFailurePolicy`, followed and printed with `%#v`.
+                Some(policy @ Value::Object(_)) => {
+                    crate::go_value::go_syntax("batch.PodFailurePolicy", Some(policy))
+                }
                 _ => q("null"),
             };
             e.invalid(&format!("spec.{f}"), &v, "field is immutable");
@@ -186,14 +190,10 @@ pub(super) fn validate_job_update(e: &mut Errs, new: &Value, old: &Value) {
     }
 }
 
-/// A PodTemplateSpec in a field error. Upstream prints the whole internal struct with `%#v`;
-/// kube-sim has no layout of the internal pod spec and prints the JSON inside the type's name
-/// (a known difference, see the README).
+/// A PodTemplateSpec in a field error: upstream passes a pointer to the template, which the
+/// error follows and prints with `%#v` as the internal struct.
 fn go_pod_template(t: Option<&Value>) -> String {
-    format!(
-        "core.PodTemplateSpec{{{}}}",
-        t.map(|v| v.to_string()).unwrap_or_default()
-    )
+    crate::go_value::go_syntax("core.PodTemplateSpec", t)
 }
 
 // --- cron schedules (robfig/cron v3 ParseStandard) ---

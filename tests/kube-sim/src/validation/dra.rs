@@ -54,11 +54,7 @@ pub(super) fn validate_pod_claims(e: &mut Errs, pod_name: &str, spec: Option<&Va
             }
             names.insert(name.to_string());
         }
-        let rendered = format!(
-            "core.ClaimSource{{ResourceClaimName:{}, ResourceClaimTemplateName:{}}}",
-            go_ptr(direct),
-            go_ptr(template)
-        );
+        let rendered = crate::go_value::go_syntax("core.ClaimSource", source);
         if direct.is_some() && template.is_some() {
             e.invalid(
                 &format!("{at}.source"),
@@ -87,15 +83,6 @@ pub(super) fn validate_pod_claims(e: &mut Errs, pod_name: &str, spec: Option<&Va
                 is_dns1123_subdomain(template),
             );
         }
-    }
-}
-
-/// How Go's `%+v` prints a `*string`: an address, or `<nil>`.
-fn go_ptr(value: Option<&str>) -> &'static str {
-    if value.is_some() {
-        "(*string)(0xc000000000)"
-    } else {
-        "(*string)(nil)"
     }
 }
 

@@ -4,11 +4,11 @@
 use super::apps::{not_more_than_100_percent, positive_int_or_percent};
 use super::formats::is_config_map_key;
 use super::helpers::{
-    arr, bool_of, child, go_map, idx, int_of, int_or_string, key, obj, present, q, scalar_string,
-    sem_eq, str_of, Errs,
+    arr, bool_of, child, idx, int_of, int_or_string, key, obj, present, q, scalar_string, sem_eq,
+    str_of, Errs,
 };
 use super::meta::validate_label_selector;
-use super::pods::{json_diff, nonneg, validate_taint_effect};
+use super::pods::{nonneg, validate_taint_effect};
 use super::{is_dns1123_subdomain, is_label_value, is_qualified_name};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -213,23 +213,26 @@ pub(super) fn validate_pvc_update(e: &mut Errs, new: &Value, old: &Value) {
             .and_then(|s| s.get("phase"))
             .or_else(|| old.get("status").and_then(|s| s.get("phase"))),
     );
-    let strip_storage = |s: &mut Value| {
-        if let Some(r) = s
+    // A bound claim may change its storage request: the new one takes the old value.
+    let old_storage = os.pointer("/resources/requests/storage").cloned();
+    if phase == "Bound" {
+        if let Some(r) = ns
             .get_mut("resources")
             .and_then(|r| r.get_mut("requests"))
             .and_then(Value::as_object_mut)
         {
-            r.remove("storage");
+            match old_storage {
+                Some(v) => r.insert("storage".into(), v),
+                None => r.remove("storage"),
+            };
         }
-    };
-    if phase == "Bound" {
-        strip_storage(&mut ns);
-        strip_storage(&mut os);
     }
     if !sem_eq(Some(&ns), Some(&os)) {
+        // Upstream appends go-cmp's diff of the internal specs.
+        let diff = crate::go_value::cmp_diff("core.PersistentVolumeClaimSpec", &os, &ns);
         e.forbidden(
             "spec",
-            &format!("spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{}", json_diff(&os, &ns)),
+            &format!("spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{diff}"),
         );
     }
     if matches!((storage_request(new), storage_request(old)), (Some(n), Some(o)) if n < o) {
@@ -245,19 +248,19 @@ pub(super) fn validate_pv(e: &mut Errs, o: &Value) {
     if arr(spec.and_then(|s| s.get("accessModes"))).is_empty() {
         e.required("spec.accessModes", "");
     }
-    let cap = obj(spec.and_then(|s| s.get("capacity")));
-    match cap {
-        None => e.required("spec.capacity", ""),
-        Some(c) if c.is_empty() => e.required("spec.capacity", ""),
-        Some(c) => {
-            if !c.contains_key("storage") || c.len() > 1 {
-                e.not_supported(
-                    "spec.capacity",
-                    &go_map(spec.and_then(|s| s.get("capacity"))),
-                    &["storage"],
-                );
-            }
-        }
+    // An empty capacity is both missing and not the one supported resource; the list
+    // prints as `%#v` prints the internal `core.ResourceList`, quantities included.
+    let capacity = spec.and_then(|s| s.get("capacity"));
+    let cap = obj(capacity);
+    if cap.is_none_or(|c| c.is_empty()) {
+        e.required("spec.capacity", "");
+    }
+    if cap.is_none_or(|c| !c.contains_key("storage") || c.len() > 1) {
+        e.not_supported(
+            "spec.capacity",
+            &crate::go_value::go_syntax("core.ResourceList", capacity),
+            &["storage"],
+        );
     }
 }
 

@@ -5,7 +5,7 @@ use super::helpers::{arr, child, idx, int_of, present, q, sem_eq, str_of, Errs};
 use super::meta::{validate_annotations, validate_labels};
 use super::{is_dns1123_subdomain, is_label_value, is_qualified_name};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 // ---------------------------------------------------------------------------------------
 // Pod specs
@@ -518,7 +518,6 @@ pub(super) fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
     }
     // Everything else must stay as it was.
     let mut munged = ns.clone();
-    let mut original = os.clone();
     for list in ["containers", "initContainers"] {
         if let (Some(m), Some(o)) = (
             munged.get_mut(list).and_then(Value::as_array_mut),
@@ -534,47 +533,26 @@ pub(super) fn validate_pod_update(e: &mut Errs, new: &Value, old: &Value) {
             }
         }
     }
-    if let (Some(m), Some(o)) = (munged.as_object_mut(), original.as_object_mut()) {
-        for f in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
-            m.remove(f);
-            o.remove(f);
-        }
+    // The mutable fields take the old values, as upstream's munged spec does, so the diff
+    // shows them as unchanged.
+    if let (Some(m), Some(o)) = (munged.as_object_mut(), os.as_object()) {
+        let mut keep_old = vec!["activeDeadlineSeconds", "schedulingGates", "tolerations"];
         let old_tgps = int_of(o.get("terminationGracePeriodSeconds"));
         if old_tgps.is_some_and(|t| t < 0)
             && int_of(m.get("terminationGracePeriodSeconds")) == Some(1)
         {
-            m.remove("terminationGracePeriodSeconds");
-            o.remove("terminationGracePeriodSeconds");
+            keep_old.push("terminationGracePeriodSeconds");
+        }
+        for f in keep_old {
+            match o.get(f) {
+                Some(v) => m.insert(f.to_string(), v.clone()),
+                None => m.remove(f),
+            };
         }
     }
-    if !sem_eq(Some(&munged), Some(&original)) {
-        let diff = json_diff(&original, &munged);
+    if !sem_eq(Some(&munged), Some(os)) {
+        // Upstream appends go-cmp's diff of the internal specs.
+        let diff = crate::go_value::cmp_diff("core.PodSpec", os, &munged);
         e.forbidden("spec", &format!("{POD_UPDATE_MSG}\n{diff}"));
-    }
-}
-
-/// A short description of what changed (upstream prints a cmp.Diff of the Go structs).
-pub(super) fn json_diff(old: &Value, new: &Value) -> String {
-    let mut lines = Vec::new();
-    diff_into(&mut lines, "", Some(old), Some(new));
-    lines.join("\n")
-}
-
-fn diff_into(out: &mut Vec<String>, path: &str, a: Option<&Value>, b: Option<&Value>) {
-    if sem_eq(a, b) {
-        return;
-    }
-    match (a, b) {
-        (Some(Value::Object(x)), Some(Value::Object(y))) => {
-            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            for k in keys {
-                diff_into(out, &child(path, k), x.get(k), y.get(k));
-            }
-        }
-        _ => {
-            let show =
-                |v: Option<&Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "null".into());
-            out.push(format!("  {path}: - {} + {}", show(a), show(b)));
-        }
     }
 }

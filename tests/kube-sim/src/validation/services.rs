@@ -155,56 +155,109 @@ pub(super) fn validate_service(e: &mut Errs, o: &Value) {
 /// on create, for kube-sim's single-stack IPv4 cluster. `o` is the defaulted Service as
 /// the client sent it, before the storage fills in families and IPs.
 pub fn service_ip_family_errors(o: &Value) -> Vec<FieldCause> {
+    let spec = o.get("spec");
+    if str_of(spec.and_then(|s| s.get("type"))) == "ExternalName" {
+        return Vec::new();
+    }
+    let mut f = ServiceIpFields::read(spec);
+    let mut e = Errs::default();
+    cluster_ips_related_errors(&f, &mut e);
+    if e.0.is_empty() {
+        init_ip_family_errors(&mut f, &mut e);
+    }
+    e.0
+}
+
+/// The IP-related fields of a Service's spec as the create checks read them.
+struct ServiceIpFields<'a> {
+    /// `clusterIP` as sent.
+    cluster_ip: &'a str,
+    /// `clusterIPs`, or `clusterIP` alone when the plural field is empty.
+    ips: Vec<String>,
+    /// `ips` as Go's `%#v` prints a `[]string`.
+    ips_go: String,
+    /// `ipFamilies` as sent (completed from the IPs by `initIPFamilyFields`).
+    families: Vec<String>,
+    /// `ipFamilyPolicy` as sent.
+    policy_set: Option<&'a str>,
+    /// The policy in force: as sent, or its default.
+    policy: String,
+    headless: bool,
+    selectorless: bool,
+}
+
+impl<'a> ServiceIpFields<'a> {
+    fn read(spec: Option<&'a Value>) -> Self {
+        let get = |k: &str| spec.and_then(|s| s.get(k));
+        let cluster_ip = str_of(get("clusterIP"));
+        let mut ips: Vec<String> = arr(get("clusterIPs")).iter().map(scalar_string).collect();
+        if ips.is_empty() && !cluster_ip.is_empty() {
+            ips.push(cluster_ip.to_string());
+        }
+        let ips_value = Value::Array(ips.iter().map(|ip| Value::String(ip.clone())).collect());
+        let ips_go = go_string_slice(Some(&ips_value));
+        let families: Vec<String> = arr(get("ipFamilies")).iter().map(scalar_string).collect();
+        let headless = ips.first().map(String::as_str) == Some("None");
+        let selectorless = obj(get("selector")).is_none_or(|m| m.is_empty());
+        let policy_set = get("ipFamilyPolicy").and_then(Value::as_str);
+        let policy = match policy_set {
+            Some(p) => p.to_string(),
+            None if headless && selectorless => "RequireDualStack".into(),
+            None => "SingleStack".into(),
+        };
+        ServiceIpFields {
+            cluster_ip,
+            ips,
+            ips_go,
+            families,
+            policy_set,
+            policy,
+            headless,
+            selectorless,
+        }
+    }
+}
+
+/// Whether a (sloppily parsed) IP is an IPv6 address.
+fn is_v6(ip: &str) -> bool {
+    matches!(
+        endpoints::parse_ip_sloppy(ip),
+        Some(std::net::IpAddr::V6(_))
+    )
+}
+
+/// `ValidateServiceClusterIPsRelatedFields` on create: the IPs against `clusterIP`, the
+/// families and policy against their enums, each IP's syntax and family.
+fn cluster_ips_related_errors(f: &ServiceIpFields, e: &mut Errs) {
     const FAMILIES: &[&str] = &["IPv4", "IPv6"];
     const POLICIES: &[&str] = &["PreferDualStack", "RequireDualStack", "SingleStack"];
-    let mut e = Errs::default();
-    let spec = o.get("spec");
-    let get = |k: &str| spec.and_then(|s| s.get(k));
-    if str_of(get("type")) == "ExternalName" {
-        return e.0;
-    }
-    let cluster_ip = str_of(get("clusterIP"));
-    let mut ips: Vec<String> = arr(get("clusterIPs")).iter().map(scalar_string).collect();
-    if ips.is_empty() && !cluster_ip.is_empty() {
-        ips.push(cluster_ip.to_string());
-    }
-    let ips_value = Value::Array(ips.iter().map(|ip| Value::String(ip.clone())).collect());
-    let ips_go = go_string_slice(Some(&ips_value));
-    let mut families: Vec<String> = arr(get("ipFamilies")).iter().map(scalar_string).collect();
-    let headless = ips.first().map(String::as_str) == Some("None");
-    let selectorless = obj(get("selector")).is_none_or(|m| m.is_empty());
-    let policy_set = get("ipFamilyPolicy").and_then(Value::as_str);
-    let policy = match policy_set {
-        Some(p) => p.to_string(),
-        None if headless && selectorless => "RequireDualStack".into(),
-        None => "SingleStack".into(),
-    };
-    if cluster_ip.is_empty() {
+    let (ips, ips_go) = (&f.ips, f.ips_go.as_str());
+    if f.cluster_ip.is_empty() {
         // On create the plural field is filled from the singular one, never the reverse.
         if !ips.is_empty() {
             e.invalid(
                 "spec.clusterIPs",
-                &ips_go,
+                ips_go,
                 "must be empty when `clusterIP` is not specified",
             );
         }
-    } else if ips.first().map(String::as_str) != Some(cluster_ip) {
+    } else if ips.first().map(String::as_str) != Some(f.cluster_ip) {
         e.invalid(
             "spec.clusterIPs",
-            &ips_go,
+            ips_go,
             "first value must match `clusterIP`",
         );
     }
     let mut seen = HashSet::new();
-    for (i, f) in families.iter().enumerate() {
-        if !FAMILIES.contains(&f.as_str()) {
-            e.not_supported(&idx("spec.ipFamilies", i), &q(f), FAMILIES);
+    for (i, fam) in f.families.iter().enumerate() {
+        if !FAMILIES.contains(&fam.as_str()) {
+            e.not_supported(&idx("spec.ipFamilies", i), &q(fam), FAMILIES);
         }
-        if !seen.insert(f.clone()) {
-            e.duplicate(&idx("spec.ipFamilies", i), &q(f));
+        if !seen.insert(fam.clone()) {
+            e.duplicate(&idx("spec.ipFamilies", i), &q(fam));
         }
     }
-    if let Some(p) = policy_set.filter(|p| !POLICIES.contains(p)) {
+    if let Some(p) = f.policy_set.filter(|p| !POLICIES.contains(p)) {
         e.not_supported("spec.ipFamilyPolicy", &q(p), POLICIES);
     }
     let mut bad_ips = false;
@@ -214,7 +267,7 @@ pub fn service_ip_family_errors(o: &Value) -> Vec<FieldCause> {
                 bad_ips = true;
                 e.invalid(
                     "spec.clusterIPs",
-                    &ips_go,
+                    ips_go,
                     "'None' must be the first and only value",
                 );
             }
@@ -225,26 +278,20 @@ pub fn service_ip_family_errors(o: &Value) -> Vec<FieldCause> {
         e.invalid_msgs(&idx("spec.clusterIPs", i), ip, msgs);
     }
     if ips.len() > 2 {
-        e.invalid("spec.clusterIPs", &ips_go, "may only hold up to 2 values");
+        e.invalid("spec.clusterIPs", ips_go, "may only hold up to 2 values");
     }
     if bad_ips {
-        return e.0;
+        return;
     }
-    let is_v6 = |ip: &str| {
-        matches!(
-            endpoints::parse_ip_sloppy(ip),
-            Some(std::net::IpAddr::V6(_))
-        )
-    };
     if ips.len() > 1 && is_v6(&ips[0]) == is_v6(&ips[1]) {
         e.invalid(
             "spec.clusterIPs",
-            &ips_go,
+            ips_go,
             "may specify no more than one IP for each IP family",
         );
     }
-    if !headless {
-        for (i, (ip, family)) in ips.iter().zip(&families).enumerate() {
+    if !f.headless {
+        for (i, (ip, family)) in ips.iter().zip(&f.families).enumerate() {
             let want_v6 = match family.as_str() {
                 "IPv4" => false,
                 "IPv6" => true,
@@ -259,63 +306,65 @@ pub fn service_ip_family_errors(o: &Value) -> Vec<FieldCause> {
             }
         }
     }
-    if !e.0.is_empty() {
-        return e.0;
-    }
-    // initIPFamilyFields proper.
+}
+
+/// `initIPFamilyFields` on kube-sim's single-stack IPv4 cluster: the policy against the
+/// number of IPs and families, the families completed from the IPs, then what this
+/// cluster cannot serve.
+fn init_ip_family_errors(f: &mut ServiceIpFields, e: &mut Errs) {
+    let policy = f.policy.as_str();
     if policy == "SingleStack" {
-        if ips.len() == 2 {
+        if f.ips.len() == 2 {
             e.invalid(
                 "spec.ipFamilyPolicy",
-                &q(&policy),
+                &q(policy),
                 "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified",
             );
         }
-        if families.len() == 2 {
+        if f.families.len() == 2 {
             e.invalid(
                 "spec.ipFamilyPolicy",
-                &q(&policy),
+                &q(policy),
                 "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified",
             );
         }
     }
-    for (i, ip) in ips.iter().enumerate() {
+    for (i, ip) in f.ips.iter().enumerate() {
         if ip == "None" {
             break;
         }
         let family = if is_v6(ip) { "IPv6" } else { "IPv4" };
-        if i >= families.len() {
+        if i >= f.families.len() {
             if family == "IPv6" {
                 e.invalid(
                     &idx("spec.clusterIPs", i),
-                    &ips_go,
+                    &f.ips_go,
                     "IPv6 is not configured on this cluster",
                 );
             } else {
-                families.push(family.to_string());
+                f.families.push(family.to_string());
             }
         }
     }
-    if !e.0.is_empty() || (headless && selectorless) {
-        return e.0;
+    if !e.0.is_empty() || (f.headless && f.selectorless) {
+        return;
     }
     if policy == "RequireDualStack" {
         e.invalid(
             "spec.ipFamilyPolicy",
-            &q(&policy),
+            &q(policy),
             "this cluster is not configured for dual-stack services",
         );
     }
-    for (i, f) in families.iter().enumerate() {
-        if f != "IPv4" {
+    for (i, fam) in f.families.iter().enumerate() {
+        if fam != "IPv4" {
             e.invalid(
                 &idx("spec.ipFamilies", i),
-                &q(f),
+                &q(fam),
                 "not configured on this cluster",
             );
         }
     }
-    e.0
 }
 
 fn service_primary_ip(spec: Option<&Value>) -> Option<String> {

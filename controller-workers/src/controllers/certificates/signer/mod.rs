@@ -36,6 +36,7 @@ use super::{
     SIGNING_NAME,
 };
 use crate::controller::{ControllerContext, Runnable};
+use crate::meta::ResourceNames;
 
 use self::ca::CaProvider;
 
@@ -340,7 +341,7 @@ impl Signer {
         if csr.spec.signer_name != self.signer_name {
             return Ok(());
         }
-        let name = csr.metadata.name.clone().unwrap_or_default();
+        let name = csr.name_str().to_string();
         let parsed = csr::parse(&csr.spec.request.0)
             .map_err(|e| anyhow::anyhow!("unable to parse csr {name:?}: {e}"))?;
         let usages = csr.spec.usages.clone().unwrap_or_default();

@@ -165,10 +165,6 @@ fn rs_template(rs: &ReplicaSet) -> Option<&PodTemplateSpec> {
     rs.spec.as_ref().and_then(|s| s.template.as_ref())
 }
 
-fn name_of(meta: &ObjectMeta) -> &str {
-    meta.name.as_deref().unwrap_or("")
-}
-
 fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations
         .as_ref()

@@ -1,6 +1,7 @@
 //! The orders ReplicaSets are sorted in.
 
 use super::*;
+use crate::meta::ResourceNames;
 
 /// Oldest first; ties broken by name so the order is total and stable.
 /// A missing timestamp sorts first, like Go's zero time.
@@ -8,7 +9,7 @@ pub fn cmp_by_creation_timestamp(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
     a.metadata
         .creation_timestamp
         .cmp(&b.metadata.creation_timestamp)
-        .then_with(|| name_of(&a.metadata).cmp(name_of(&b.metadata)))
+        .then_with(|| a.name_str().cmp(b.name_str()))
 }
 
 /// Largest first; equal sizes oldest first. Used when scaling up, so the

@@ -1,6 +1,7 @@
 //! Revision numbers and the annotations a Deployment and its ReplicaSets carry.
 
 use super::*;
+use kube::ResourceExt;
 
 /// Revision number recorded on an object. A missing annotation means
 /// revision 0 (not yet assigned); an unparsable one is an error.
@@ -153,7 +154,7 @@ pub fn copy_deployment_annotations_to_replica_set(
 ) -> bool {
     let rs_annotations = rs.metadata.annotations.get_or_insert_with(BTreeMap::new);
     let mut changed = false;
-    for (k, v) in deployment.metadata.annotations.iter().flatten() {
+    for (k, v) in deployment.annotations().iter() {
         if skip_copy_annotation(k) || rs_annotations.get(k) == Some(v) {
             continue;
         }
@@ -174,7 +175,7 @@ pub fn set_deployment_annotations_to(deployment: &mut Deployment, rollback_to_rs
             .as_ref()
             .unwrap_or(&BTreeMap::new()),
     );
-    for (k, v) in rollback_to_rs.metadata.annotations.iter().flatten() {
+    for (k, v) in rollback_to_rs.annotations().iter() {
         if !skip_copy_annotation(k) {
             annotations.insert(k.clone(), v.clone());
         }

@@ -1,5 +1,6 @@
 use super::replicas::round_to_i32;
 use super::*;
+use crate::meta::ResourceNames;
 use k8s_openapi::api::apps::v1::{
     DeploymentSpec, DeploymentStrategy, ReplicaSetSpec, RollingUpdateDeployment,
 };
@@ -92,9 +93,7 @@ fn with_status(mut rs: ReplicaSet, actual: i32, ready: i32, available: i32) -> R
 }
 
 fn names(rss: &[&ReplicaSet]) -> Vec<String> {
-    rss.iter()
-        .map(|r| name_of(&r.metadata).to_string())
-        .collect()
+    rss.iter().map(|r| r.name_str().to_string()).collect()
 }
 
 // -- constants -----------------------------------------------------------
@@ -327,10 +326,10 @@ fn active_or_latest() {
         Some(&Some("new".to_string()))
     );
     let latest = find_active_or_latest(None, &[&old1, &old2]).unwrap();
-    assert_eq!(name_of(&latest.metadata), "old2");
+    assert_eq!(latest.name_str(), "old2");
     // Exactly one active.
     let one = find_active_or_latest(Some(&new), &[&old1, &active_old]).unwrap();
-    assert_eq!(name_of(&one.metadata), "old3");
+    assert_eq!(one.name_str(), "old3");
     // Several active -> proportional scaling needed.
     assert!(find_active_or_latest(Some(&active_new), &[&active_old]).is_none());
 }
@@ -782,9 +781,9 @@ fn find_new_picks_oldest_match() {
     let unrelated = rs("unrelated", 1, 10, template("nginx:0"));
 
     let found = find_new_replica_set(&d, &[&newer, &unrelated, &older]).unwrap();
-    assert_eq!(name_of(&found.metadata), "older");
+    assert_eq!(found.name_str(), "older");
     let found = find_new_replica_set(&d, &[&same_time_b, &newer, &same_time_a]).unwrap();
-    assert_eq!(name_of(&found.metadata), "a");
+    assert_eq!(found.name_str(), "a");
     assert!(find_new_replica_set(&d, &[&unrelated]).is_none());
     assert!(find_new_replica_set(&d, &[]).is_none());
 }
@@ -1019,6 +1018,6 @@ fn orderings() {
         r("r1", "1", 7),
     ];
     sort_replica_sets_by_revision(&mut owned);
-    let got: Vec<&str> = owned.iter().map(|r| name_of(&r.metadata)).collect();
+    let got: Vec<&str> = owned.iter().map(|r| r.name_str()).collect();
     assert_eq!(got, ["bad", "r1", "r2b", "r2", "r10"]);
 }

@@ -25,6 +25,7 @@ use k8s_openapi::api::discovery::v1::{EndpointHints, ForZone};
 use tracing::{debug, info};
 
 use crate::locks::lock;
+use crate::meta::ResourceNames;
 use crate::recorder::{NORMAL, WARNING};
 use rkcm_gocompat::quantity::Quantity;
 
@@ -246,7 +247,7 @@ impl TopologyCache {
         let mut sufficient = true;
         let mut total: i64 = 0;
         for node in nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let name = node.name_str();
             if has_excluded_labels(node.metadata.labels.as_ref()) {
                 debug!(
                     node = name,

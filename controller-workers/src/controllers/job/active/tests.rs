@@ -4,6 +4,7 @@ use super::*;
 use crate::controllers::job::backoff::{record_for, BackoffRecord};
 use crate::controllers::job::counting::count;
 use crate::controllers::job::fixtures::{self, indexed, job, pod, spec};
+use crate::meta::ResourceNames;
 use k8s_openapi::jiff::SignedDuration;
 use std::collections::HashSet;
 
@@ -85,7 +86,7 @@ fn check(cases: Vec<Case>) {
         let mut deleted: Vec<String> = changes
             .delete
             .iter()
-            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .map(|p| p.name_str().to_string())
             .collect();
         deleted.sort();
         assert_eq!(deleted, case.delete, "{}: deleted", case.name);
