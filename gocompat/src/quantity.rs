@@ -257,7 +257,7 @@ impl Quantity {
         }
         let scanned = scan(text)?;
         let (base, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
-        let keep_text = keeps_text(&scanned, base, exponent, format);
+        let keep_text = keeps_text(&scanned, base, exponent);
         let mut quantity = value_of(&scanned, base, exponent, format)?;
         if keep_text {
             quantity.text = Some(text.into());
@@ -269,6 +269,12 @@ impl Quantity {
     /// `UnmarshalJSON` ignores it.
     pub fn from_api(text: &str) -> Result<Quantity, QuantityError> {
         Quantity::parse(text.trim())
+    }
+
+    /// The text Go caches as the quantity's string (`s`): the parsed text when it was
+    /// already canonical, else none.
+    pub fn cached_text(&self) -> Option<&str> {
+        self.text.as_deref()
     }
 
     /// Zero, in `format` (Go's `Quantity{Format: format}`).
@@ -488,41 +494,61 @@ impl Quantity {
     }
 }
 
-/// Whether Go keeps the parsed text as the quantity's string (its fast path's canonical
-/// check).
-fn keeps_text(scanned: &Scanned<'_>, base: u32, exponent: i64, format: Format) -> bool {
+/// The `int64Amount{value, scale}` Go's `ParseQuantity` stores on its fast path, or `None`
+/// where it falls back to an `inf.Dec` (too many digits, a scale below nano, a fraction of
+/// a binary suffix, an overflow).
+fn int64_amount(scanned: &Scanned<'_>, base: u32, exponent: i64) -> Option<(i64, i32)> {
     let digits = scanned.num.len() + scanned.denom.len();
-    let (precision, scale): (i64, i64) = match format {
-        Format::DecimalExponent | Format::DecimalSI => {
-            (18 - digits as i64, exponent - scanned.denom.len() as i64)
+    let (precision, scale, multiplier): (i64, i64, i64) = if base == 2 {
+        if exponent < 0 || !scanned.denom.is_empty() {
+            return None;
         }
-        Format::BinarySI => {
-            if exponent >= 0 && scanned.denom.is_empty() {
-                // Go: 15 - len(num) - int32(float32(exponent)*3/10) - 1.
-                (15 - scanned.num.len() as i64 - exponent * 3 / 10 - 1, 0)
-            } else {
-                (-1, 0)
-            }
-        }
+        // Go: 15 - len(num) - int32(float32(exponent)*3/10) - 1.
+        let multiplier = u32::try_from(exponent)
+            .ok()
+            .and_then(|e| 1i64.checked_shl(e))
+            .filter(|m| *m > 0)?;
+        (
+            15 - scanned.num.len() as i64 - exponent * 3 / 10 - 1,
+            0,
+            multiplier,
+        )
+    } else {
+        (18 - digits as i64, exponent - scanned.denom.len() as i64, 1)
     };
     if precision < 0 || scale < -9 {
-        return false;
+        return None;
     }
-    let shifted = format!("{}{}", scanned.num, scanned.denom);
-    let Ok(value) = shifted.parse::<i64>() else {
+    let value: i64 = format!("{}{}", scanned.num, scanned.denom).parse().ok()?;
+    let value = value.checked_mul(multiplier)?;
+    Some((if scanned.positive { value } else { -value }, scale as i32))
+}
+
+/// Whether Go keeps the parsed text as the quantity's string (its fast path's canonical
+/// check).
+fn keeps_text(scanned: &Scanned<'_>, base: u32, exponent: i64) -> bool {
+    let Some((_, scale)) = int64_amount(scanned, base, exponent) else {
         return false;
     };
+    let shifted = format!("{}{}", scanned.num, scanned.denom);
     if base == 2 {
-        // The multiplication by 2^exponent must fit an int64.
-        let fits = u32::try_from(exponent)
-            .ok()
-            .and_then(|e| 1i64.checked_shl(e).filter(|m| *m > 0))
-            .and_then(|m| value.checked_mul(m))
-            .is_some();
-        fits && exponent % 10 == 0 && value & 0x07 != 0
+        let value: i64 = shifted.parse().unwrap_or(0);
+        exponent % 10 == 0 && value & 0x07 != 0
     } else {
         scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
     }
+}
+
+/// How Go's `ParseQuantity` holds `text` when it takes the int64 fast path: the
+/// `int64Amount{value, scale}` (`Some((0, 0))` for `"0"`); `None` when it holds an
+/// `inf.Dec` instead or the text is no quantity.
+pub fn go_int64_amount(text: &str) -> Option<(i64, i32)> {
+    if text == "0" {
+        return Some((0, 0));
+    }
+    let scanned = scan(text).ok()?;
+    let (base, exponent, _) = interpret(scanned.suffix)?;
+    int64_amount(&scanned, base, exponent)
 }
 
 /// The value of a scanned quantity, rounded away from zero to the nano unit.

@@ -19,6 +19,24 @@ use serde_json::{json, Value};
 const RESIZER: &str = "volume.kubernetes.io/storage-resizer";
 
 /// The events about claim `name` in `ns`: (type, reason, message, source component).
+/// Waits until the claim's events hold one `wanted` accepts (events are written after the
+/// change they report, so one may lag what the test saw).
+async fn wait_for_claim_event(
+    stack: &LauncherStack,
+    ns: &str,
+    name: &str,
+    what: &str,
+    wanted: impl Fn(&[String; 4]) -> bool,
+) {
+    let wanted = &wanted;
+    stack
+        .wait(what, || async move {
+            let events = claim_events(stack, ns, name).await?;
+            Ok(events.into_iter().find(|e| wanted(e)))
+        })
+        .await;
+}
+
 async fn claim_events(
     stack: &LauncherStack,
     ns: &str,
@@ -159,15 +177,18 @@ async fn grown_claims_wait_for_external_resizers() {
                 Ok(capacity.filter(|q| q.0 == "2Gi"))
             })
             .await;
-        let events = claim_events(&stack, &ns, "csi").await.unwrap_or_default();
-        assert!(
-            events
-                .iter()
-                .any(|[kind, reason, message, _]| kind == "Normal"
+        wait_for_claim_event(
+            &stack,
+            &ns,
+            "csi",
+            "the VolumeResizeSuccessful event",
+            |[kind, reason, message, _]| {
+                kind == "Normal"
                     && reason == "VolumeResizeSuccessful"
-                    && message == "Resize volume succeeded"),
-            "{events:?}"
-        );
+                    && message == "Resize volume succeeded"
+            },
+        )
+        .await;
     }
 
     // An in-tree gce-pd volume, which CSI migration hands to pd.csi.storage.gke.io.
@@ -190,16 +211,20 @@ async fn grown_claims_wait_for_external_resizers() {
                 .filter(|driver| driver == "pd.csi.storage.gke.io"))
         })
         .await;
-    let events = claim_events(&stack, &ns, "gce").await.unwrap_or_default();
-    assert!(
-        events.contains(&[
-            "Normal".to_string(),
-            "ExternalExpanding".into(),
-            "CSI migration enabled for kubernetes.io/gce-pd; waiting for external resizer to expand the pvc".into(),
-            "volume_expand".into()
-        ]),
-        "{events:?}"
-    );
+    let expected = [
+        "Normal".to_string(),
+        "ExternalExpanding".into(),
+        "CSI migration enabled for kubernetes.io/gce-pd; waiting for external resizer to expand the pvc".into(),
+        "volume_expand".into(),
+    ];
+    wait_for_claim_event(
+        &stack,
+        &ns,
+        "gce",
+        "the CSI-migration ExternalExpanding event",
+        |event| *event == expected,
+    )
+    .await;
     let gce = claims.get("gce").await.unwrap();
     assert_eq!(
         gce.status
@@ -318,14 +343,15 @@ async fn a_claim_provisioned_where_its_pod_runs_then_grown() {
         .kubectl(&["get", "pv", &volume, "-o", "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}"])
         .await;
     assert_eq!(Some(pv.trim().to_string()), zone);
-    let events = claim_events(&stack, &ns, "data").await.unwrap_or_default();
-    assert!(
-        events
-            .iter()
-            .any(|[_, reason, message, _]| reason == "ProvisioningSucceeded"
-                && *message == format!("Successfully provisioned volume {volume}")),
-        "{events:?}"
-    );
+    let provisioned = format!("Successfully provisioned volume {volume}");
+    wait_for_claim_event(
+        &stack,
+        &ns,
+        "data",
+        "the ProvisioningSucceeded event",
+        |[_, reason, message, _]| reason == "ProvisioningSucceeded" && *message == provisioned,
+    )
+    .await;
 
     grow(&stack, &ns, "data").await;
     stack

@@ -29,7 +29,7 @@ impl QuantityValue {
         let quantity = Quantity::parse(text)?;
         Ok(QuantityValue {
             quantity,
-            amount: fast_path_amount(text),
+            amount: rkcm_gocompat::quantity::go_int64_amount(text),
         })
     }
 
@@ -120,87 +120,6 @@ fn add_amounts(a: (i64, i32), b: (i64, i32)) -> Option<(i64, i32)> {
             as_,
         )),
     }
-}
-
-/// The `int64Amount` of `ParseQuantity`'s fast path, or `None` where it takes the `inf.Dec`
-/// path. `text` is known to parse.
-fn fast_path_amount(text: &str) -> Option<(i64, i32)> {
-    if text == "0" {
-        return Some((0, 0));
-    }
-    let (positive, rest) = match text.as_bytes().first() {
-        Some(b'-') => (false, &text[1..]),
-        Some(b'+') => (true, &text[1..]),
-        _ => (true, text),
-    };
-    let rest = rest.trim_start_matches('0');
-    let num_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let mut num = &rest[..num_len];
-    if num.is_empty() {
-        num = "0";
-    }
-    let mut rest = &rest[num_len..];
-    let mut denom = "";
-    if let Some(after) = rest.strip_prefix('.') {
-        let len = after.bytes().take_while(u8::is_ascii_digit).count();
-        denom = &after[..len];
-        rest = &after[len..];
-    }
-    let (binary, exponent) = suffix_exponent(rest)?;
-    let digits = (num.len() + denom.len()) as i32;
-    let (mut scale, precision, mantissa) = if binary {
-        if denom.is_empty() {
-            let precision = 15 - num.len() as i32 - (exponent as f32 * 3.0 / 10.0) as i32 - 1;
-            (0, precision, 1i64.checked_shl(exponent as u32)?)
-        } else {
-            (0, -1, 1)
-        }
-    } else {
-        (exponent, 18 - digits, 1)
-    };
-    if precision < 0 {
-        return None;
-    }
-    scale -= denom.len() as i32;
-    if scale < -9 {
-        return None;
-    }
-    let value: i64 = format!("{num}{denom}").parse().ok()?;
-    let result = value.checked_mul(mantissa)?;
-    Some((if positive { result } else { -result }, scale))
-}
-
-/// A suffix's (binary, exponent): `Ki`..`Ei` are powers of two, the rest powers of ten.
-fn suffix_exponent(suffix: &str) -> Option<(bool, i32)> {
-    let decimal = [
-        ("n", -9),
-        ("u", -6),
-        ("m", -3),
-        ("", 0),
-        ("k", 3),
-        ("M", 6),
-        ("G", 9),
-        ("T", 12),
-        ("P", 15),
-        ("E", 18),
-    ];
-    let binary = [
-        ("Ki", 10),
-        ("Mi", 20),
-        ("Gi", 30),
-        ("Ti", 40),
-        ("Pi", 50),
-        ("Ei", 60),
-    ];
-    if let Some((_, e)) = decimal.iter().find(|(s, _)| *s == suffix) {
-        return Some((false, *e));
-    }
-    if let Some((_, e)) = binary.iter().find(|(s, _)| *s == suffix) {
-        return Some((true, *e));
-    }
-    let rest = suffix.strip_prefix(['e', 'E'])?;
-    // Go parses an int64 and keeps its low 32 bits.
-    Some((false, rest.parse::<i64>().ok()? as i32))
 }
 
 fn q(v: QuantityValue) -> Value {

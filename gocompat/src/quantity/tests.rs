@@ -216,3 +216,28 @@ fn reference_stored_quantities() {
         assert_eq!(q(sent).to_string(), stored, "{name}");
     }
 }
+
+#[test]
+fn the_int64_amount_go_holds_on_its_fast_path() {
+    let cases: &[(&str, Option<(i64, i32)>)] = &[
+        ("0", Some((0, 0))),
+        ("1", Some((1, 0))),
+        ("-1.5", Some((-15, -1))),
+        ("100m", Some((100, -3))),
+        ("1Ki", Some((1024, 0))),
+        ("1.5Gi", None),
+        ("12e3", Some((12, 3))),
+        ("1n", Some((1, -9))),
+        ("0.1n", None),
+        ("1234567890123456789", None),
+        ("8Ei", None),
+        ("nonsense", None),
+    ];
+    for (text, want) in cases {
+        assert_eq!(go_int64_amount(text), *want, "{text}");
+    }
+    // The text is kept only where it is already canonical.
+    assert_eq!(q("100m").cached_text(), Some("100m"));
+    assert_eq!(q("1000m").cached_text(), None);
+    assert_eq!(q("1.5Gi").cached_text(), None);
+}

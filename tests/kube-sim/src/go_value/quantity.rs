@@ -29,63 +29,6 @@ fn format_name(format: Format) -> &'static str {
     }
 }
 
-/// The pieces `parseQuantityString` finds: the sign, the numerator without leading zeros
-/// (`"0"` when none is left), the digits after the point, the suffix.
-fn scan(text: &str) -> (bool, String, String, String) {
-    let (positive, rest) = match text.as_bytes().first() {
-        Some(b'-') => (false, &text[1..]),
-        Some(b'+') => (true, &text[1..]),
-        _ => (true, text),
-    };
-    let rest = rest.trim_start_matches('0');
-    let num_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let mut num = rest[..num_len].to_string();
-    if num.is_empty() {
-        num = "0".into();
-    }
-    let mut rest = &rest[num_len..];
-    let mut denom = String::new();
-    if let Some(after) = rest.strip_prefix('.') {
-        let len = after.bytes().take_while(u8::is_ascii_digit).count();
-        denom = after[..len].to_string();
-        rest = &after[len..];
-    }
-    (positive, num, denom, rest.to_string())
-}
-
-/// `quantitySuffixer.interpret`: (base, exponent).
-fn suffix_exponent(suffix: &str) -> Option<(u32, i32)> {
-    let decimal = [
-        ("n", -9),
-        ("u", -6),
-        ("m", -3),
-        ("", 0),
-        ("k", 3),
-        ("M", 6),
-        ("G", 9),
-        ("T", 12),
-        ("P", 15),
-        ("E", 18),
-    ];
-    if let Some((_, e)) = decimal.iter().find(|(s, _)| *s == suffix) {
-        return Some((10, *e));
-    }
-    let binary = [
-        ("Ki", 10),
-        ("Mi", 20),
-        ("Gi", 30),
-        ("Ti", 40),
-        ("Pi", 50),
-        ("Ei", 60),
-    ];
-    if let Some((_, e)) = binary.iter().find(|(s, _)| *s == suffix) {
-        return Some((2, *e));
-    }
-    let rest = suffix.strip_prefix(['e', 'E'])?;
-    // Go parses an int64 and keeps its low 32 bits.
-    rest.parse::<i64>().ok().map(|e| (10, e as i32))
-}
-
 impl GoQuantity {
     /// The zero `resource.Quantity{}`.
     pub(super) fn zero() -> GoQuantity {
@@ -112,58 +55,20 @@ impl GoQuantity {
                 ..GoQuantity::zero()
             };
         }
-        let (positive, num, denom, suffix) = scan(text);
-        let big = GoQuantity {
-            big: true,
-            format: format_name(parsed.format()),
-            ..GoQuantity::zero()
-        };
-        let Some((base, exponent)) = suffix_exponent(&suffix) else {
-            return big;
-        };
-        let digits = (num.len() + denom.len()) as i32;
-        let (mut scale, mantissa, precision) = if base == 2 {
-            if denom.is_empty() {
-                let precision = 15 - num.len() as i32 - (exponent as f32 * 3.0 / 10.0) as i32 - 1;
-                (0, 1i64.checked_shl(exponent as u32).unwrap_or(0), precision)
-            } else {
-                (0, 1, -1)
-            }
-        } else {
-            (exponent, 1, 18 - digits)
-        };
-        if precision < 0 {
-            return big;
-        }
-        scale -= denom.len() as i32;
-        if scale < -9 {
-            return big;
-        }
-        let shifted = format!("{num}{denom}");
-        let Ok(value) = shifted.parse::<i64>() else {
-            return big;
-        };
-        let Some(mut result) = value.checked_mul(mantissa) else {
-            return big;
-        };
-        if !positive {
-            result = -result;
-        }
-        let canonical = if base == 2 {
-            exponent % 10 == 0 && value & 0x07 != 0
-        } else {
-            scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
-        };
-        GoQuantity {
-            value: result,
-            scale,
-            big: false,
-            text: if canonical {
-                text.into()
-            } else {
-                String::new()
+        let format = format_name(parsed.format());
+        match rkcm_gocompat::quantity::go_int64_amount(text) {
+            Some((value, scale)) => GoQuantity {
+                value,
+                scale,
+                big: false,
+                text: parsed.cached_text().unwrap_or_default().to_string(),
+                format,
             },
-            format: format_name(parsed.format()),
+            None => GoQuantity {
+                big: true,
+                format,
+                ..GoQuantity::zero()
+            },
         }
     }
 
