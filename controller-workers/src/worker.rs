@@ -121,7 +121,9 @@ fn read(path: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<Vec<u8>>> {
         .transpose()
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+/// The controllers `--controllers` selects that can run with these options (the others are
+/// logged with the reason), with the options checked for them.
+fn selected_controllers(args: &Args) -> anyhow::Result<Vec<&'static str>> {
     let selected = registry::select(&args.controllers).map_err(|e| UsageError(e.to_string()))?;
     if selected.is_empty() {
         return Err(UsageError(format!(
@@ -144,27 +146,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             return Err(UsageError(format!("--shard: {refusal}")).into());
         }
     }
-    let tls = match (
+    Ok(selected)
+}
+
+/// The client certificate for a TCP informer-server (mutual TLS): all three files or none.
+fn informer_tls(args: &Args) -> anyhow::Result<Option<ClientTls>> {
+    match (
         read(&args.informer_cert, "--informer-cert")?,
         read(&args.informer_key, "--informer-key")?,
         read(&args.informer_ca, "--informer-ca")?,
     ) {
-        (Some(cert), Some(key), Some(ca)) => Some(ClientTls {
+        (Some(cert), Some(key), Some(ca)) => Ok(Some(ClientTls {
             cert,
             key,
             ca,
             domain: None,
-        }),
-        (None, None, None) => None,
-        _ => {
-            return Err(UsageError(
-                "--informer-cert, --informer-key and --informer-ca go together".into(),
-            )
-            .into())
-        }
-    };
-    let informer_client =
-        client::connect(&args.informer, tls).map_err(|e| UsageError(format!("--informer: {e}")))?;
+        })),
+        (None, None, None) => Ok(None),
+        _ => Err(UsageError(
+            "--informer-cert, --informer-key and --informer-ca go together".into(),
+        )
+        .into()),
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let selected = selected_controllers(&args)?;
+    let informer_client = client::connect(&args.informer, informer_tls(&args)?)
+        .map_err(|e| UsageError(format!("--informer: {e}")))?;
     let metrics = Metrics::new();
     let clients = ClientFactory::new(
         args.kubeconfig.as_deref(),
