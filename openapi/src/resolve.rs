@@ -43,7 +43,7 @@ pub(crate) fn populate_root(defs: &Definitions, root: &str) -> Result<Value, Res
     let Some(schema) = defs.get(root) else {
         return Err(ResolveError::NotFound(format!(
             "internal error: cannot resolve Ref for root schema {}: schema not found",
-            go_quote(root)
+            rkcm_gocompat::gofmt::quote(root)
         )));
     };
     let mut visiting = HashSet::new();
@@ -71,7 +71,7 @@ fn populate(
     let Some(resolved) = defs.get(name).and_then(Value::as_object) else {
         return Err(ResolveError::NotFound(format!(
             "internal error: cannot resolve Ref {}: schema not found",
-            go_quote(reference)
+            rkcm_gocompat::gofmt::quote(reference)
         )));
     };
     visiting.insert(name.to_string());
@@ -120,12 +120,6 @@ fn ref_of(obj: &Map<String, Value>) -> Result<Option<&str>, ResolveError> {
         }
     }
     Ok(None)
-}
-
-/// Go's `%q` of a plain name (the names here are ASCII without quotes or backslashes; anything
-/// else is escaped as JSON escapes it, which agrees with Go for such text).
-fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
 }
 
 #[cfg(test)]
