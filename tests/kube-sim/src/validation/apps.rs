@@ -18,6 +18,21 @@ use std::collections::BTreeMap;
 // apps
 // ---------------------------------------------------------------------------------------
 
+/// What a workload controller's pods must be (upstream's checks after
+/// `ValidatePodTemplateSpec`): `restartPolicy: Always`, and no `activeDeadlineSeconds`.
+fn validate_controller_pod_rules(e: &mut Errs, spec: Option<&Value>, what: &str) {
+    let rp = template_restart_policy(spec);
+    if rp != "Always" {
+        e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
+    }
+    if template_has_deadline(spec) {
+        e.forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            &format!("activeDeadlineSeconds in {what} is not Supported"),
+        );
+    }
+}
+
 /// `ValidatePodTemplateSpecForReplicaSet` (Deployments and ReplicaSets).
 fn validate_template_for_rs(e: &mut Errs, spec: Option<&Value>, sel: Option<&Value>, what: &str) {
     let labels = string_map(template_labels(spec));
@@ -29,16 +44,7 @@ fn validate_template_for_rs(e: &mut Errs, spec: Option<&Value>, sel: Option<&Val
         );
     }
     validate_pod_template(e, spec.and_then(|s| s.get("template")), "spec.template");
-    let rp = template_restart_policy(spec);
-    if rp != "Always" {
-        e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
-    }
-    if template_has_deadline(spec) {
-        e.forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            &format!("activeDeadlineSeconds in {what} is not Supported"),
-        );
-    }
+    validate_controller_pod_rules(e, spec, what);
 }
 
 fn validate_required_selector(e: &mut Errs, sel: Option<&Value>, what: &str) {
@@ -295,16 +301,7 @@ pub(super) fn validate_statefulset(e: &mut Errs, o: &Value) {
     } else {
         e.invalid("spec.selector", &go_selector(sel), "");
     }
-    let rp = template_restart_policy(spec);
-    if rp != "Always" {
-        e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
-    }
-    if template_has_deadline(spec) {
-        e.forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in StatefulSet is not Supported",
-        );
-    }
+    validate_controller_pod_rules(e, spec, "StatefulSet");
 }
 
 pub(super) fn validate_daemonset(e: &mut Errs, o: &Value) {
@@ -330,16 +327,7 @@ pub(super) fn validate_daemonset(e: &mut Errs, o: &Value) {
         );
     }
     validate_pod_template(e, spec.and_then(|s| s.get("template")), "spec.template");
-    let rp = template_restart_policy(spec);
-    if rp != "Always" {
-        e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
-    }
-    if template_has_deadline(spec) {
-        e.forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in DaemonSet is not Supported",
-        );
-    }
+    validate_controller_pod_rules(e, spec, "DaemonSet");
     nonneg(
         e,
         spec.and_then(|s| s.get("minReadySeconds")),
@@ -417,14 +405,5 @@ pub(super) fn validate_rc(e: &mut Errs, o: &Value) {
         }
     }
     validate_pod_template(e, get("template"), "spec.template");
-    let rp = template_restart_policy(spec);
-    if rp != "Always" {
-        e.not_supported("spec.template.spec.restartPolicy", &q(rp), &["Always"]);
-    }
-    if template_has_deadline(spec) {
-        e.forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in ReplicationController is not Supported",
-        );
-    }
+    validate_controller_pod_rules(e, spec, "ReplicationController");
 }
