@@ -10,7 +10,6 @@
 //! reflector) and resumes from the last SYNCED or BOOKMARK version, so it receives only
 //! what it missed, or a RESET when the server no longer holds that history.
 
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -110,7 +109,14 @@ struct RemoteWatch<K> {
     initial: bool,
     backoff: DefaultBackoff,
     retry_in: Option<Duration>,
-    _kind: PhantomData<fn() -> K>,
+    decode: fn(&mut WatchEvent) -> Result<K, ClientError>,
+}
+
+/// An object as the stream delivered it: decoded, and the JSON it was decoded from (for a
+/// cache that keeps the text rather than the typed object).
+pub struct Encoded<K> {
+    pub object: K,
+    pub json: String,
 }
 
 /// A stream of watcher events of `request`'s resource, decoded as `K`, that never ends:
@@ -122,6 +128,31 @@ pub fn watch<K>(
 where
     K: DeserializeOwned + Send + 'static,
 {
+    remote(client, request, |event| decode::<K>(event))
+}
+
+/// [`watch`], with each object's JSON beside it.
+pub fn watch_encoded<K>(
+    client: InformerClient<Channel>,
+    request: WatchRequest,
+) -> impl Stream<Item = Result<Event<Encoded<K>>, ClientError>> + Send
+where
+    K: DeserializeOwned + Send + 'static,
+{
+    remote(client, request, |event| {
+        let object = decode::<K>(event)?;
+        Ok(Encoded {
+            object,
+            json: std::mem::take(&mut event.object),
+        })
+    })
+}
+
+fn remote<K: Send + 'static>(
+    client: InformerClient<Channel>,
+    request: WatchRequest,
+    decode: fn(&mut WatchEvent) -> Result<K, ClientError>,
+) -> impl Stream<Item = Result<Event<K>, ClientError>> + Send {
     let state = RemoteWatch::<K> {
         client,
         resume_from: (!request.resume_from_resource_version.is_empty())
@@ -131,7 +162,7 @@ where
         initial: false,
         backoff: DefaultBackoff::default(),
         retry_in: None,
-        _kind: PhantomData,
+        decode,
     };
     futures::stream::unfold(state, |mut state| async move {
         let item = state.step().await;
@@ -139,7 +170,7 @@ where
     })
 }
 
-impl<K: DeserializeOwned> RemoteWatch<K> {
+impl<K> RemoteWatch<K> {
     fn disconnected(&mut self) {
         self.stream = None;
         if self.initial {
@@ -173,7 +204,7 @@ impl<K: DeserializeOwned> RemoteWatch<K> {
                     }
                 }
             };
-            let event = match stream.message().await {
+            let mut event = match stream.message().await {
                 Ok(Some(event)) => event,
                 Ok(None) => {
                     self.disconnected();
@@ -186,7 +217,7 @@ impl<K: DeserializeOwned> RemoteWatch<K> {
             };
             match event.r#type() {
                 EventType::Added | EventType::Modified | EventType::Deleted => {
-                    let object = decode::<K>(&event)?;
+                    let object = (self.decode)(&mut event)?;
                     return Ok(match (event.r#type(), self.initial) {
                         (EventType::Deleted, _) => Event::Delete(object),
                         (_, true) => Event::InitApply(object),

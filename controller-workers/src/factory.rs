@@ -17,6 +17,7 @@ use rkcm_proto::v1::Shard;
 
 use crate::informer::{path, resource_of, Informer};
 use crate::projection::with_required;
+use crate::store::Store;
 
 type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration, Option<Shard>) + Send>;
 
@@ -37,6 +38,8 @@ pub struct Informers {
     whole: Vec<String>,
     /// Per resource, the fields its controllers read (the others are streamed whole).
     fields: HashMap<String, Vec<String>>,
+    /// Resources whose stores keep JSON ([`Store::compact`]).
+    compact: Vec<String>,
     entries: Mutex<HashMap<TypeId, Entry>>,
 }
 
@@ -49,6 +52,7 @@ impl Informers {
             shard: None,
             whole: Vec::new(),
             fields: HashMap::new(),
+            compact: Vec::new(),
             entries: Mutex::new(HashMap::new()),
         }
     }
@@ -66,6 +70,17 @@ impl Informers {
     /// the stores hold projected objects. Resources not listed are streamed whole.
     pub fn with_fields(mut self, fields: HashMap<String, Vec<String>>) -> Self {
         self.fields = fields;
+        self
+    }
+
+    /// Keeps the objects of the listed resources (`"v1/pods"`) as their JSON, decoded when
+    /// read ([`Store::compact`]).
+    pub fn with_compact(mut self, resources: &[String]) -> Self {
+        self.compact = resources
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
         self
     }
 
@@ -110,7 +125,12 @@ impl Informers {
                     with_required(&K::group(&()), &K::version(&()), &K::kind(&()), declared)
                 })
                 .unwrap_or_default();
-            let informer = Informer::<K>::projected(fields.clone());
+            let store = if self.compact.contains(&path(&resource_of::<K>())) {
+                Store::compact()
+            } else {
+                Store::new()
+            };
+            let informer = Informer::<K>::with_store(fields.clone(), store);
             let for_sync = informer.clone();
             let for_start = informer.clone();
             Entry {

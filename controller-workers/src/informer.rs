@@ -77,6 +77,13 @@ impl<K> Change<K> {
 
 pub type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
 
+/// An object of a snapshot being received: a compact store's snapshot keeps the JSON
+/// only, so a large first list never holds every object typed at once.
+enum Pending<K> {
+    Typed(Arc<K>),
+    Json(String),
+}
+
 pub struct Informer<K> {
     resource: GroupVersionResource,
     /// The fields the stream keeps (empty: the whole objects).
@@ -106,10 +113,16 @@ where
     /// An informer whose stream keeps only `fields` of each object (the informer-server's
     /// projection; `metadata` always whole), so its store holds projected objects.
     pub fn projected(fields: Vec<String>) -> Arc<Self> {
+        Self::with_store(fields, Store::new())
+    }
+
+    /// An informer (streaming `fields`, empty for whole objects) that feeds `store`, for
+    /// instance a [`Store::compact`] one.
+    pub fn with_store(fields: Vec<String>, store: Store<K>) -> Arc<Self> {
         Arc::new(Informer {
             resource: resource_of::<K>(),
             fields,
-            store: Store::new(),
+            store,
             handlers: RwLock::new(Vec::new()),
             synced: watch::channel(false).0,
         })
@@ -210,9 +223,10 @@ where
             fields: self.fields.clone(),
             ..Default::default()
         };
-        let stream = client::watch::<K>(client, request);
+        let compact = self.store.is_compact();
+        let stream = client::watch_encoded::<K>(client, request);
         futures::pin_mut!(stream);
-        let mut snapshot: Option<HashMap<String, Arc<K>>> = None;
+        let mut snapshot: Option<HashMap<String, Pending<K>>> = None;
         let mut resync = tokio::time::Instant::now() + jittered(min_resync);
         loop {
             let event = tokio::select! {
@@ -226,14 +240,16 @@ where
             let Some(event) = event else { return };
             match event {
                 Ok(Event::Init) => snapshot = Some(HashMap::new()),
-                Ok(Event::InitApply(object)) => {
-                    let object = Arc::new(object);
+                Ok(Event::InitApply(client::Encoded { object, json })) => {
                     let key = key_of(object.meta());
                     match snapshot.as_mut() {
-                        Some(snapshot) => {
-                            snapshot.insert(key, object);
+                        Some(snapshot) if compact => {
+                            snapshot.insert(key, Pending::Json(json));
                         }
-                        None => self.apply(key, object),
+                        Some(snapshot) => {
+                            snapshot.insert(key, Pending::Typed(Arc::new(object)));
+                        }
+                        None => self.apply(key, Arc::new(object), compact.then_some(json)),
                     }
                 }
                 Ok(Event::InitDone) => {
@@ -244,11 +260,14 @@ where
                     }
                     self.synced.send_replace(true);
                 }
-                Ok(Event::Apply(object)) => {
-                    let object = Arc::new(object);
-                    self.apply(key_of(object.meta()), object);
+                Ok(Event::Apply(client::Encoded { object, json })) => {
+                    self.apply(
+                        key_of(object.meta()),
+                        Arc::new(object),
+                        compact.then_some(json),
+                    );
                 }
-                Ok(Event::Delete(object)) => {
+                Ok(Event::Delete(client::Encoded { object, .. })) => {
                     let key = key_of(object.meta());
                     if self.store.remove(&key).is_some() {
                         self.notify(Change::Deleted(DeletedObject::Final(Arc::new(object))));
@@ -264,8 +283,8 @@ where
         }
     }
 
-    fn apply(&self, key: String, object: Arc<K>) {
-        match self.store.apply(key, object.clone()) {
+    fn apply(&self, key: String, object: Arc<K>, json: Option<String>) {
+        match self.store.apply_encoded(key, object.clone(), json) {
             Some(old) => self.notify(Change::Updated { old, new: object }),
             None => self.notify(Change::Added(object)),
         }
@@ -273,7 +292,7 @@ where
 
     /// Swaps in a complete snapshot: adds and updates for what it holds, tombstones for
     /// what it no longer holds.
-    fn replace(&self, mut replacement: HashMap<String, Arc<K>>) {
+    fn replace(&self, mut replacement: HashMap<String, Pending<K>>) {
         for key in self.store.keys() {
             if !replacement.contains_key(&key) {
                 if let Some(last) = self.store.remove(&key) {
@@ -281,8 +300,16 @@ where
                 }
             }
         }
-        for (key, object) in replacement.drain() {
-            self.apply(key, object);
+        for (key, pending) in replacement.drain() {
+            match pending {
+                Pending::Typed(object) => self.apply(key, object, None),
+                Pending::Json(json) => match serde_json::from_str::<K>(&json) {
+                    Ok(object) => self.apply(key, Arc::new(object), Some(json)),
+                    Err(error) => {
+                        warn!(resource = %path(&self.resource), %key, %error, "skipping an object that decoded once and no longer does");
+                    }
+                },
+            }
         }
     }
 

@@ -1,21 +1,32 @@
 //! A worker's local cache of one resource (client-go's Indexer): objects by `ns/name`
 //! key, plus named indexes. One writer (the informer that feeds it from the stream),
 //! any number of cheap readers (controllers' reconciles and handlers).
+//!
+//! A store holds its objects typed, or, made with [`Store::compact`], as the JSON the
+//! stream delivered: a typed k8s-openapi object costs its struct sizes whatever it holds
+//! (a projected Pod over 10 KB, its JSON about 1 KB), so the stores of the many (pods)
+//! keep the text and decode an object when it is read (a few microseconds for a projected
+//! pod; a converge of 5,000 pods costs the worker no measurable CPU more). A compact
+//! store also keeps each object's labels, interned (the pods
+//! of one ReplicaSet share one set), so a listing by label selector decodes only what
+//! matches ([`Store::list_namespace_labelled`]).
 
 use crate::meta::ResourceNames;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use serde::de::DeserializeOwned;
+use tracing::warn;
 
 /// Objects by namespace.
 pub const NAMESPACE_INDEX: &str = "namespace";
-/// Objects by the UID of their controller (the ownerReference with `controller: true`);
-/// objects without one are under [`ORPHAN_INDEX_KEY`], as upstream's pod controller-UID
-/// index keeps them, so adoption finds orphans without a scan.
+/// Objects by the UID of their controller (the ownerReference with `controller: true`).
 pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
-pub const ORPHAN_INDEX_KEY: &str = "";
+/// Objects without a controller, by namespace (upstream's pod controller-UID index keeps
+/// them under one orphan key), so adoption finds a namespace's orphans without a scan.
+pub const ORPHAN_INDEX: &str = "orphans";
 
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
@@ -37,10 +48,75 @@ pub fn split_key(key: &str) -> (&str, &str) {
     }
 }
 
+/// One stored object: typed, or as its JSON (compact stores).
+struct Slot<K> {
+    object: Option<Arc<K>>,
+    json: Option<Box<str>>,
+    /// The object's labels, interned (compact stores).
+    labels: Option<Arc<Labels>>,
+}
+
+type Labels = BTreeMap<String, String>;
+
+/// A stored key, shared by the object map and every index that lists it.
+type Key = Arc<str>;
+
+/// How a compact store decodes its objects, and the label sets they share.
+struct Compact<K> {
+    decode: fn(&str) -> serde_json::Result<K>,
+    /// Every distinct label set a stored object has, once.
+    label_sets: HashSet<Arc<Labels>>,
+}
+
+impl<K> Compact<K> {
+    fn intern(&mut self, labels: Option<&Labels>) -> Option<Arc<Labels>> {
+        let labels = labels.filter(|labels| !labels.is_empty())?;
+        if let Some(interned) = self.label_sets.get(labels) {
+            return Some(interned.clone());
+        }
+        let interned = Arc::new(labels.clone());
+        self.label_sets.insert(interned.clone());
+        Some(interned)
+    }
+
+    /// Forgets a label set no stored object has any more.
+    fn release(&mut self, labels: Option<Arc<Labels>>) {
+        if let Some(labels) = labels {
+            // Held by the set and by `labels` only.
+            if Arc::strong_count(&labels) == 2 {
+                self.label_sets.remove(&labels);
+            }
+        }
+    }
+}
+
 struct Inner<K> {
-    objects: HashMap<String, Arc<K>>,
+    objects: HashMap<Key, Slot<K>>,
+    compact: Option<Compact<K>>,
     indexers: Vec<(&'static str, IndexFn<K>)>,
-    indices: HashMap<&'static str, HashMap<String, BTreeSet<String>>>,
+    indices: HashMap<&'static str, HashMap<String, BTreeSet<Key>>>,
+}
+
+impl<K> Inner<K> {
+    /// The typed object of a slot, decoded from its JSON when it holds none.
+    fn object(&self, key: &str, slot: &Slot<K>) -> Option<Arc<K>> {
+        if let Some(object) = &slot.object {
+            return Some(object.clone());
+        }
+        let (json, compact) = (slot.json.as_deref()?, self.compact.as_ref()?);
+        match (compact.decode)(json) {
+            Ok(object) => Some(Arc::new(object)),
+            Err(error) => {
+                // It decoded when it arrived: only a bug gets here.
+                warn!(%key, %error, "a stored object no longer decodes; leaving it out");
+                None
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.object(key, self.objects.get(key)?)
+    }
 }
 
 pub struct Store<K> {
@@ -64,9 +140,30 @@ impl<K: Resource + Send + Sync + 'static> Default for Store<K> {
 impl<K: Resource + Send + Sync + 'static> Store<K> {
     /// A store with the namespace and controller-UID indexes.
     pub fn new() -> Self {
+        Self::with(None)
+    }
+
+    /// A store that keeps each object as its JSON and decodes it when read.
+    pub fn compact() -> Self
+    where
+        K: DeserializeOwned,
+    {
+        Self::with(Some(Compact {
+            decode: |json| serde_json::from_str(json),
+            label_sets: HashSet::new(),
+        }))
+    }
+
+    /// Whether objects are held as JSON ([`Store::compact`]).
+    pub fn is_compact(&self) -> bool {
+        self.read().compact.is_some()
+    }
+
+    fn with(compact: Option<Compact<K>>) -> Self {
         let store = Store {
             inner: Arc::new(RwLock::new(Inner {
                 objects: HashMap::new(),
+                compact,
                 indexers: Vec::new(),
                 indices: HashMap::new(),
             })),
@@ -78,9 +175,17 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         store.add_index(
             CONTROLLER_UID_INDEX,
             Arc::new(|object: &K| {
-                vec![controller_uid(object.meta())
-                    .unwrap_or(ORPHAN_INDEX_KEY)
-                    .to_string()]
+                controller_uid(object.meta())
+                    .map(str::to_string)
+                    .into_iter()
+                    .collect()
+            }),
+        );
+        store.add_index(
+            ORPHAN_INDEX,
+            Arc::new(|object: &K| match controller_uid(object.meta()) {
+                Some(_) => Vec::new(),
+                None => vec![object.namespace_str().to_string()],
             }),
         );
         store
@@ -93,9 +198,12 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         if inner.indexers.iter().any(|(existing, _)| *existing == name) {
             return;
         }
-        let mut values: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for (key, object) in &inner.objects {
-            for value in index(object) {
+        let mut values: HashMap<String, BTreeSet<Key>> = HashMap::new();
+        for (key, slot) in &inner.objects {
+            let Some(object) = inner.object(key, slot) else {
+                continue;
+            };
+            for value in index(&object) {
                 values.entry(value).or_default().insert(key.clone());
             }
         }
@@ -116,7 +224,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.read().objects.get(key).cloned()
+        self.read().get(key)
     }
 
     pub fn get_in(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
@@ -128,11 +236,20 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.read().objects.values().cloned().collect()
+        let inner = self.read();
+        inner
+            .objects
+            .iter()
+            .filter_map(|(key, slot)| inner.object(key, slot))
+            .collect()
     }
 
     pub fn keys(&self) -> Vec<String> {
-        self.read().objects.keys().cloned().collect()
+        self.read()
+            .objects
+            .keys()
+            .map(|key| key.to_string())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -153,13 +270,39 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         else {
             return Vec::new();
         };
-        keys.iter()
-            .filter_map(|key| inner.objects.get(key).cloned())
-            .collect()
+        keys.iter().filter_map(|key| inner.get(key)).collect()
     }
 
     pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
         self.by_index(NAMESPACE_INDEX, namespace)
+    }
+
+    /// The objects of `namespace` whose labels `select` accepts (a label selector's
+    /// `matches`): a compact store decodes only those.
+    pub fn list_namespace_labelled(
+        &self,
+        namespace: &str,
+        select: impl Fn(Option<&Labels>) -> bool,
+    ) -> Vec<Arc<K>> {
+        let inner = self.read();
+        let Some(keys) = inner
+            .indices
+            .get(NAMESPACE_INDEX)
+            .and_then(|values| values.get(namespace))
+        else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|key| {
+                let slot = inner.objects.get(key)?;
+                let labels = match (&slot.object, &slot.labels) {
+                    (_, Some(labels)) => Some(labels.as_ref()),
+                    (Some(object), None) => object.meta().labels.as_ref(),
+                    (None, None) => None,
+                };
+                select(labels).then(|| inner.object(key, slot)).flatten()
+            })
+            .collect()
     }
 
     /// What an owner may claim: the objects it controls (by UID) and the orphans of its
@@ -167,11 +310,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     /// looked at.
     pub fn claim_candidates(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<K>> {
         let mut candidates = self.by_index(CONTROLLER_UID_INDEX, owner_uid);
-        candidates.extend(
-            self.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .into_iter()
-                .filter(|o| o.namespace_str() == namespace),
-        );
+        candidates.extend(self.by_index(ORPHAN_INDEX, namespace));
         candidates
     }
 
@@ -196,8 +335,42 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
 
     /// Stores `object`, returning what it replaced.
     pub(crate) fn apply(&self, key: String, object: Arc<K>) -> Option<Arc<K>> {
+        self.apply_encoded(key, object, None)
+    }
+
+    /// Stores `object`, whose JSON (as received) is `json` when known, returning what it
+    /// replaced. A compact store keeps the JSON (and the object typed when its JSON is
+    /// not given).
+    pub(crate) fn apply_encoded(
+        &self,
+        key: String,
+        object: Arc<K>,
+        json: Option<String>,
+    ) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let old = inner.objects.insert(key.clone(), object.clone());
+        let json = json
+            .filter(|_| inner.compact.is_some())
+            .map(String::into_boxed_str);
+        // The key already stored, if any, so the map and the indexes share one copy.
+        let key: Key = match inner.objects.get_key_value(key.as_str()) {
+            Some((stored, _)) => stored.clone(),
+            None => Arc::from(key),
+        };
+        let labels = match inner.compact.as_mut() {
+            Some(compact) => compact.intern(object.meta().labels.as_ref()),
+            None => None,
+        };
+        let slot = Slot {
+            object: json.is_none().then(|| object.clone()),
+            json,
+            labels,
+        };
+        let old = inner.objects.insert(key.clone(), slot).and_then(|mut old| {
+            if let Some(compact) = inner.compact.as_mut() {
+                compact.release(old.labels.take());
+            }
+            inner.object(&key, &old)
+        });
         let Inner {
             indexers, indices, ..
         } = &mut *inner;
@@ -217,7 +390,13 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
 
     pub(crate) fn remove(&self, key: &str) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let old = inner.objects.remove(key)?;
+        let mut slot = inner.objects.remove(key)?;
+        if let Some(compact) = inner.compact.as_mut() {
+            compact.release(slot.labels.take());
+        }
+        // Only an object that no longer decodes (a bug) leaves its index entries behind;
+        // readers skip keys the store does not hold.
+        let old = inner.object(key, &slot)?;
         let Inner {
             indexers, indices, ..
         } = &mut *inner;
@@ -232,7 +411,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 }
 
-fn remove_from(values: &mut HashMap<String, BTreeSet<String>>, value: &str, key: &str) {
+fn remove_from(values: &mut HashMap<String, BTreeSet<Key>>, value: &str, key: &str) {
     if let Some(keys) = values.get_mut(value) {
         keys.remove(key);
         if keys.is_empty() {
@@ -300,15 +479,10 @@ mod tests {
         store.apply("b/p3".into(), pod("b", "p3", Some("rs1"), "n2"));
         assert_eq!(store.list_namespace("a").len(), 2);
         assert_eq!(store.by_index(CONTROLLER_UID_INDEX, "rs1").len(), 2);
-        assert_eq!(
-            store.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY).len(),
-            1
-        );
+        assert_eq!(store.by_index(ORPHAN_INDEX, "a").len(), 1);
         // p2 adopted and moved
         store.apply("a/p2".into(), pod("a", "p2", Some("rs2"), "n2"));
-        assert!(store
-            .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-            .is_empty());
+        assert!(store.by_index(ORPHAN_INDEX, "a").is_empty());
         assert_eq!(store.by_index("nodeName", "n2").len(), 2);
         assert_eq!(store.by_index("nodeName", "n1").len(), 1);
         store.remove("b/p3");
@@ -318,6 +492,118 @@ mod tests {
             store.get_in("a", "p2").unwrap().metadata.name.as_deref(),
             Some("p2")
         );
+    }
+
+    fn json(pod: &Pod) -> Option<String> {
+        Some(serde_json::to_string(pod).unwrap())
+    }
+
+    #[test]
+    fn a_compact_store_reads_back_what_it_was_given() {
+        let store = Store::<Pod>::compact();
+        assert!(store.is_compact());
+        for (key, pod) in [
+            ("a/p1", pod("a", "p1", Some("rs1"), "n1")),
+            ("a/p2", pod("a", "p2", None, "n1")),
+            ("b/p3", pod("b", "p3", Some("rs1"), "n2")),
+            ("b/p4", pod("b", "p4", Some("rs2"), "n2")),
+        ] {
+            store.apply_encoded(key.into(), pod.clone(), json(&pod));
+        }
+        // Every object is held as JSON only.
+        assert!(store
+            .read()
+            .objects
+            .values()
+            .all(|slot| slot.object.is_none()));
+        assert_eq!(
+            *store.get("a/p1").unwrap(),
+            *pod("a", "p1", Some("rs1"), "n1")
+        );
+        assert_eq!(store.list().len(), 4);
+        assert_eq!(store.by_index(CONTROLLER_UID_INDEX, "rs1").len(), 2);
+        // rs2 controls p4 (owned objects are found by UID whatever their namespace) and
+        // a/p2 is an orphan of "a".
+        assert_eq!(store.claim_candidates("a", "rs2").len(), 2);
+        // An update returns the old state, decoded; the indexes follow it.
+        let moved = pod("a", "p1", Some("rs2"), "n2");
+        let old = store.apply_encoded("a/p1".into(), moved.clone(), json(&moved));
+        assert_eq!(
+            old.unwrap().metadata.owner_references.as_ref().unwrap()[0].uid,
+            "rs1"
+        );
+        assert_eq!(store.by_index(CONTROLLER_UID_INDEX, "rs2").len(), 2);
+        // A removal returns the last state, and an index added later sees every object.
+        assert_eq!(
+            store.remove("a/p2").unwrap().metadata.name.as_deref(),
+            Some("p2")
+        );
+        store.add_index(
+            "nodeName",
+            Arc::new(|pod: &Pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|spec| spec.node_name.clone())
+                    .into_iter()
+                    .collect()
+            }),
+        );
+        assert_eq!(store.by_index("nodeName", "n2").len(), 3);
+        assert_eq!(store.len(), 3);
+    }
+
+    fn labelled(name: &str, app: &str) -> Arc<Pod> {
+        let mut pod = pod("a", name, None, "n1").as_ref().clone();
+        pod.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn listings_by_label_decode_only_what_matches_and_label_sets_are_shared() {
+        for store in [Store::<Pod>::new(), Store::<Pod>::compact()] {
+            for (name, app) in [("w1", "web"), ("w2", "web"), ("d1", "db")] {
+                let pod = labelled(name, app);
+                store.apply_encoded(format!("a/{name}"), pod.clone(), json(&pod));
+            }
+            let web = |labels: Option<&Labels>| {
+                labels.and_then(|l| l.get("app")).map(String::as_str) == Some("web")
+            };
+            let mut names: Vec<String> = store
+                .list_namespace_labelled("a", web)
+                .iter()
+                .map(|pod| pod.name_str().to_string())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["w1", "w2"]);
+            assert!(store.list_namespace_labelled("b", web).is_empty());
+            if store.is_compact() {
+                assert_eq!(store.read().compact.as_ref().unwrap().label_sets.len(), 2);
+                // The last pod labelled db relabelled, then the web ones gone: only the
+                // set still held remains.
+                let relabelled = labelled("d1", "cache");
+                store.apply_encoded("a/d1".into(), relabelled.clone(), json(&relabelled));
+                store.remove("a/w1");
+                assert_eq!(store.read().compact.as_ref().unwrap().label_sets.len(), 2);
+                store.remove("a/w2");
+                let inner = store.read();
+                let sets = &inner.compact.as_ref().unwrap().label_sets;
+                assert_eq!(sets.len(), 1);
+                assert_eq!(sets.iter().next().unwrap()["app"], "cache");
+            }
+        }
+    }
+
+    #[test]
+    fn a_compact_store_keeps_typed_what_came_without_json() {
+        let store = Store::<Pod>::compact();
+        store.apply("a/p1".into(), pod("a", "p1", None, "n1"));
+        let p2 = pod("a", "p2", None, "n1");
+        store.apply_encoded("a/p2".into(), p2.clone(), json(&p2));
+        let p3 = pod("a", "p3", None, "n1");
+        store.apply_encoded("a/p3".into(), p3.clone(), json(&p3));
+        assert!(store.read().objects["a/p1"].object.is_some());
+        assert!(store.read().objects["a/p2"].object.is_none());
+        assert_eq!(store.list_namespace("a").len(), 3);
     }
 
     #[test]

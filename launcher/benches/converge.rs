@@ -16,7 +16,8 @@
 //! resource from kube-sim's `kube_sim_requests_by_user_total` (rkcm's processes have
 //! their own identities), against the minimum and what upstream's controllers make.
 //!
-//! `cargo bench -p rkcm --bench converge`
+//! `cargo bench -p rkcm --bench converge` (`RKCM_BENCH_WORKER_ARGS` adds flags to the
+//! worker's command line, for a comparison run).
 
 mod common;
 
@@ -197,6 +198,12 @@ impl Rkcm {
             ])
             .args(["--kube-api-qps", "1000", "--kube-api-burst", "2000"])
             .args(["--health-bind-address", &worker_metrics])
+            // More worker flags for a comparison run, e.g. `--informer-compact-stores=`.
+            .args(
+                std::env::var("RKCM_BENCH_WORKER_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .env("RKCM_LOG", "warn")
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -332,9 +332,8 @@ impl Controller {
         let mut seen = HashSet::new();
         let pods: Vec<Arc<Pod>> = self
             .pods
-            .list_namespace(namespace)
+            .list_namespace_labelled(namespace, |labels| selector.matches(labels))
             .into_iter()
-            .filter(|pod| selector.matches(pod.metadata.labels.as_ref()))
             .filter(|pod| seen.insert(pod.metadata.uid.clone()))
             .collect();
         if pods.is_empty() {

@@ -222,10 +222,7 @@ impl Controller {
         debug!(controller = NAME, service = %format!("{namespace}/{name}"), "About to update endpoints for service");
         let pods: Vec<Arc<Pod>> = self
             .pods
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|pod| selects(selector, pod.metadata.labels.as_ref()))
-            .collect();
+            .list_namespace_labelled(namespace, |labels| selects(selector, labels));
         let pods: Vec<&Pod> = pods.iter().map(Arc::as_ref).collect();
         // Computed whether or not anything is written, so the tracker's state follows
         // every sync.

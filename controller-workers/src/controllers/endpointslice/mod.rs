@@ -247,10 +247,7 @@ impl Controller {
         };
         let pods: Vec<Arc<Pod>> = self
             .pods
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|pod| selects(selector, pod.metadata.labels.as_ref()))
-            .collect();
+            .list_namespace_labelled(namespace, |labels| selects(selector, labels));
         let slices: Vec<Arc<EndpointSlice>> = self
             .slices
             .list_namespace(namespace)

@@ -91,10 +91,7 @@ impl Controller {
         };
         let pods: Vec<Arc<Pod>> = self
             .pods
-            .list_namespace(hpa.namespace_str())
-            .into_iter()
-            .filter(|pod| selector.matches(pod.metadata.labels.as_ref()))
-            .collect();
+            .list_namespace_labelled(hpa.namespace_str(), |labels| selector.matches(labels));
         let selecting = self.hpas_selecting(key, &selector, &pods);
         if selecting.len() > 1 {
             let message = format!(
