@@ -18,6 +18,7 @@ use rkcm_proto::v1::Shard;
 use crate::informer::{path, resource_of, Informer};
 use crate::projection::with_required;
 use crate::store::Store;
+use rkcm_openapi::Definitions;
 
 type Starter = Box<dyn FnOnce(InformerClient<Channel>, String, Duration, Option<Shard>) + Send>;
 
@@ -40,6 +41,9 @@ pub struct Informers {
     fields: HashMap<String, Vec<String>>,
     /// Resources whose stores keep JSON ([`Store::compact`]).
     compact: Vec<String>,
+    /// The recorded definitions, while informers are being made (for the fields each
+    /// kind's decode requires); released by [`Informers::start`].
+    definitions: Mutex<Option<Definitions>>,
     entries: Mutex<HashMap<TypeId, Entry>>,
 }
 
@@ -53,6 +57,7 @@ impl Informers {
             whole: Vec::new(),
             fields: HashMap::new(),
             compact: Vec::new(),
+            definitions: Mutex::new(None),
             entries: Mutex::new(HashMap::new()),
         }
     }
@@ -122,7 +127,18 @@ impl Informers {
                 .fields
                 .get(&path(&resource_of::<K>()))
                 .and_then(|declared| {
-                    with_required(&K::group(&()), &K::version(&()), &K::kind(&()), declared)
+                    let mut definitions = self
+                        .definitions
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let definitions = definitions.get_or_insert_with(rkcm_openapi::load_all);
+                    with_required(
+                        definitions,
+                        &K::group(&()),
+                        &K::version(&()),
+                        &K::kind(&()),
+                        declared,
+                    )
                 })
                 .unwrap_or_default();
             let store = if self.compact.contains(&path(&resource_of::<K>())) {
@@ -150,8 +166,18 @@ impl Informers {
             .unwrap_or_else(|_| unreachable!("entries are keyed by their type"))
     }
 
-    /// Starts every informer not started yet.
+    /// Starts every informer not started yet, and gives back the memory of the
+    /// definitions their projections were derived from (a few MB).
     pub fn start(&self) {
+        let released = self
+            .definitions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if released.is_some() {
+            drop(released);
+            rkcm_client::memory::release_free_memory();
+        }
         let mut entries = self.lock();
         for entry in entries.values_mut() {
             if let Some(start) = entry.starter.take() {

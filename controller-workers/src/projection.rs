@@ -7,7 +7,8 @@
 //! definitions mark `required` (a Pod's `spec.containers[].name`, a condition's `type`
 //! and `status`): `with_required` adds, for every declared path, the required fields of
 //! each object along it, derived from the recorded server's definitions
-//! ([`rkcm_openapi::all`]), so a projected object always decodes.
+//! ([`rkcm_openapi::load_all`], loaded while the informers are made and then released),
+//! so a projected object always decodes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,12 +54,12 @@ pub(crate) fn union<'a>(
 /// along them requires to decode, sorted and without duplicates; `None` when the kind has
 /// no recorded definition (the object is then streamed whole).
 pub(crate) fn with_required(
+    definitions: &Definitions,
     group: &str,
     version: &str,
     kind: &str,
     paths: &[String],
 ) -> Option<Vec<String>> {
-    let definitions = rkcm_openapi::all();
     let root = definitions.get(definitions.name_for_gvk(group, version, kind)?)?;
     let mut out: BTreeSet<String> = paths.iter().cloned().collect();
     for path in paths {

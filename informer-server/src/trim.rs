@@ -25,16 +25,7 @@ fn should_trim(since_trim: u64, since_tick: u64) -> bool {
     (since_trim >= BURST && since_tick == 0) || since_trim >= STEADY
 }
 
-/// Gives the allocator's free pages back to the system (glibc only).
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[allow(unsafe_code)]
-    // SAFETY: malloc_trim takes no pointer and touches only glibc's own free lists,
-    // under the arenas' locks; it is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+use rkcm_client::memory::release_free_memory;
 
 fn objects_built(informers: &Informers) -> u64 {
     informers

@@ -68,6 +68,18 @@ pub fn all() -> &'static Definitions {
     ALL.get_or_init(|| builtin().merged(gated()))
 }
 
+/// [`all`]'s definitions, parsed afresh and owned: for a one-off use (a worker deriving
+/// its projections at start) whose few MB should be given back afterwards, not held for
+/// the process's life as the `static` ones are.
+pub fn load_all() -> Definitions {
+    let parse = |text: &str| {
+        Definitions::from_schemas(
+            serde_json::from_str::<BTreeMap<String, Value>>(text).unwrap_or_default(),
+        )
+    };
+    parse(BUILTIN_TEXT).merged(&parse(GATED_TEXT))
+}
+
 /// The definitions kube-apiserver 1.29 adds when its gated group-versions are enabled
 /// (`--runtime-config`), for the kinds kube-sim serves there: admissionregistration.k8s.io/v1beta1
 /// ValidatingAdmissionPolicy(Binding), internal.apiserver.k8s.io/v1alpha1 StorageVersion,

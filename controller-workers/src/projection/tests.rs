@@ -53,7 +53,7 @@ fn required_fields_along_each_path_are_added() {
     ];
     for (declared, expected) in cases {
         assert_eq!(
-            with_required("", "v1", "Pod", &strings(declared)).unwrap(),
+            with_required(rkcm_openapi::all(), "", "v1", "Pod", &strings(declared)).unwrap(),
             strings(expected),
             "{declared:?}"
         );
@@ -61,16 +61,36 @@ fn required_fields_along_each_path_are_added() {
     // Nested required objects: a ReplicaSet's spec requires a selector (nothing required
     // inside it, so kept whole).
     assert_eq!(
-        with_required("apps", "v1", "ReplicaSet", &strings(&["status.replicas"])).unwrap(),
+        with_required(
+            rkcm_openapi::all(),
+            "apps",
+            "v1",
+            "ReplicaSet",
+            &strings(&["status.replicas"])
+        )
+        .unwrap(),
         strings(&["status.replicas"])
     );
     assert_eq!(
-        with_required("apps", "v1", "ReplicaSet", &strings(&["spec.replicas"])).unwrap(),
+        with_required(
+            rkcm_openapi::all(),
+            "apps",
+            "v1",
+            "ReplicaSet",
+            &strings(&["spec.replicas"])
+        )
+        .unwrap(),
         strings(&["spec.replicas", "spec.selector"])
     );
     // A kind without a definition is streamed whole.
     assert_eq!(
-        with_required("example.com", "v1", "Widget", &strings(&["spec"])),
+        with_required(
+            rkcm_openapi::all(),
+            "example.com",
+            "v1",
+            "Widget",
+            &strings(&["spec"])
+        ),
         None
     );
 }
@@ -203,8 +223,9 @@ fn every_declared_projection_parses_and_decodes() {
                 object["kind"].as_str().unwrap_or_default().to_string(),
             );
             let (group, version) = gvk.0.rsplit_once('/').unwrap_or(("", &gvk.0));
-            let requested = with_required(group, version, &gvk.1, &strings(paths))
-                .expect("a recorded definition");
+            let requested =
+                with_required(rkcm_openapi::all(), group, version, &gvk.1, &strings(paths))
+                    .expect("a recorded definition");
             let parsed = FieldPaths::parse(&requested)
                 .unwrap_or_else(|e| panic!("{}: {resource}: {e}", descriptor.name))
                 .expect("some paths");
@@ -234,7 +255,8 @@ fn the_default_group_streams_projected_pods() {
     let selected = crate::registry::select(&["*".to_string()]).expect("a selection");
     let projections = crate::registry::projections(&selected);
     let pods = projections.get("v1/pods").expect("pods are projected");
-    let requested = with_required("", "v1", "Pod", pods).expect("Pod is defined");
+    let requested =
+        with_required(rkcm_openapi::all(), "", "v1", "Pod", pods).expect("Pod is defined");
     assert!(requested.contains(&"status".to_string()), "{requested:?}");
     assert!(
         !requested
