@@ -461,9 +461,7 @@ mod tests {
         Arc::new(pod)
     }
 
-    #[test]
-    fn indexes_follow_updates_and_deletes() {
-        let store = Store::<Pod>::new();
+    fn index_node_names(store: &Store<Pod>) {
         store.add_index(
             "nodeName",
             Arc::new(|pod: &Pod| {
@@ -474,6 +472,12 @@ mod tests {
                     .collect()
             }),
         );
+    }
+
+    #[test]
+    fn indexes_follow_updates_and_deletes() {
+        let store = Store::<Pod>::new();
+        index_node_names(&store);
         store.apply("a/p1".into(), pod("a", "p1", Some("rs1"), "n1"));
         store.apply("a/p2".into(), pod("a", "p2", None, "n1"));
         store.apply("b/p3".into(), pod("b", "p3", Some("rs1"), "n2"));
@@ -538,16 +542,7 @@ mod tests {
             store.remove("a/p2").unwrap().metadata.name.as_deref(),
             Some("p2")
         );
-        store.add_index(
-            "nodeName",
-            Arc::new(|pod: &Pod| {
-                pod.spec
-                    .as_ref()
-                    .and_then(|spec| spec.node_name.clone())
-                    .into_iter()
-                    .collect()
-            }),
-        );
+        index_node_names(&store);
         assert_eq!(store.by_index("nodeName", "n2").len(), 3);
         assert_eq!(store.len(), 3);
     }
