@@ -218,6 +218,7 @@ impl<K> RemoteWatch<K> {
             match event.r#type() {
                 EventType::Added | EventType::Modified | EventType::Deleted => {
                     let object = (self.decode)(&mut event)?;
+                    crate::memory::count_decoded();
                     return Ok(match (event.r#type(), self.initial) {
                         (EventType::Deleted, _) => Event::Delete(object),
                         (_, true) => Event::InitApply(object),

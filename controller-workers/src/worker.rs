@@ -242,6 +242,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!(group = %args.group, controllers = ?selected, health = %health, informer = %args.informer, "worker starting");
 
     informers.start();
+    // The snapshots and bursts the streams decode leave freed pages in the allocator.
+    tokio::spawn(rkcm_client::memory::trim_after_bursts(
+        rkcm_client::memory::decoded,
+    ));
     let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
     tokio::select! {
