@@ -123,9 +123,10 @@ impl Informers {
     {
         let mut entries = self.lock();
         let entry = entries.entry(TypeId::of::<K>()).or_insert_with(|| {
+            let resource = path(&resource_of::<K>());
             let fields = self
                 .fields
-                .get(&path(&resource_of::<K>()))
+                .get(&resource)
                 .and_then(|declared| {
                     let mut definitions = self
                         .definitions
@@ -141,7 +142,7 @@ impl Informers {
                     )
                 })
                 .unwrap_or_default();
-            let store = if self.compact.contains(&path(&resource_of::<K>())) {
+            let store = if self.compact.contains(&resource) {
                 Store::compact()
             } else {
                 Store::new()

@@ -78,7 +78,8 @@ impl<K> Change<K> {
 pub type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
 
 /// An object of a snapshot being received: a compact store's snapshot keeps the JSON
-/// only, so a large first list never holds every object typed at once.
+/// only (decoded again, one at a time, when the complete snapshot is applied), so a large
+/// first list never holds every object typed at once.
 enum Pending<K> {
     Typed(Arc<K>),
     Json(String),
@@ -106,18 +107,9 @@ impl<K> Informer<K>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
-    pub fn new() -> Arc<Self> {
-        Self::projected(Vec::new())
-    }
-
     /// An informer whose stream keeps only `fields` of each object (the informer-server's
-    /// projection; `metadata` always whole), so its store holds projected objects.
-    pub fn projected(fields: Vec<String>) -> Arc<Self> {
-        Self::with_store(fields, Store::new())
-    }
-
-    /// An informer (streaming `fields`, empty for whole objects) that feeds `store`, for
-    /// instance a [`Store::compact`] one.
+    /// projection, `metadata` always whole; empty for whole objects) and that feeds
+    /// `store` (typed, or a [`Store::compact`] one).
     pub fn with_store(fields: Vec<String>, store: Store<K>) -> Arc<Self> {
         Arc::new(Informer {
             resource: resource_of::<K>(),

@@ -117,6 +117,11 @@ impl<K> Inner<K> {
     fn get(&self, key: &str) -> Option<Arc<K>> {
         self.object(key, self.objects.get(key)?)
     }
+
+    /// The keys index `index` lists under `value`.
+    fn keys_of(&self, index: &str, value: &str) -> Option<&BTreeSet<Key>> {
+        self.indices.get(index)?.get(value)
+    }
 }
 
 pub struct Store<K> {
@@ -263,11 +268,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     /// The objects whose index `index` yields `value` (empty for an unknown index).
     pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         let inner = self.read();
-        let Some(keys) = inner
-            .indices
-            .get(index)
-            .and_then(|values| values.get(value))
-        else {
+        let Some(keys) = inner.keys_of(index, value) else {
             return Vec::new();
         };
         keys.iter().filter_map(|key| inner.get(key)).collect()
@@ -285,11 +286,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         select: impl Fn(Option<&Labels>) -> bool,
     ) -> Vec<Arc<K>> {
         let inner = self.read();
-        let Some(keys) = inner
-            .indices
-            .get(NAMESPACE_INDEX)
-            .and_then(|values| values.get(namespace))
-        else {
+        let Some(keys) = inner.keys_of(NAMESPACE_INDEX, namespace) else {
             return Vec::new();
         };
         keys.iter()

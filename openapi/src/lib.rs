@@ -54,11 +54,7 @@ pub fn referenced_name(schema: &Value) -> Option<&str> {
 /// The built-in definitions of kube-apiserver v1.29.6 (generated; see the test).
 pub fn builtin() -> &'static Definitions {
     static BUILTIN: OnceLock<Definitions> = OnceLock::new();
-    BUILTIN.get_or_init(|| {
-        let schemas: BTreeMap<String, Value> =
-            serde_json::from_str(BUILTIN_TEXT).unwrap_or_default();
-        Definitions::from_schemas(schemas)
-    })
+    BUILTIN.get_or_init(|| Definitions::from_schemas(parse_schemas(BUILTIN_TEXT)))
 }
 
 /// Every built-in definition: [`builtin`]'s and [`gated`]'s together, merged once (what
@@ -72,12 +68,23 @@ pub fn all() -> &'static Definitions {
 /// its projections at start) whose few MB should be given back afterwards, not held for
 /// the process's life as the `static` ones are.
 pub fn load_all() -> Definitions {
-    let parse = |text: &str| {
-        Definitions::from_schemas(
-            serde_json::from_str::<BTreeMap<String, Value>>(text).unwrap_or_default(),
-        )
-    };
-    parse(BUILTIN_TEXT).merged(&parse(GATED_TEXT))
+    let gated = Definitions::from_schemas(parse_schemas(GATED_TEXT));
+    merge_into(parse_schemas(BUILTIN_TEXT), &gated)
+}
+
+/// One of the compiled-in `"name": schema` texts, parsed.
+fn parse_schemas(text: &str) -> BTreeMap<String, Value> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// `schemas` and `other`'s definitions (a name both define keeps `schemas`' one).
+fn merge_into(mut schemas: BTreeMap<String, Value>, other: &Definitions) -> Definitions {
+    for (name, schema) in &other.schemas {
+        schemas
+            .entry(name.clone())
+            .or_insert_with(|| schema.clone());
+    }
+    Definitions::from_schemas(schemas)
 }
 
 /// The definitions kube-apiserver 1.29 adds when its gated group-versions are enabled
@@ -97,22 +104,13 @@ pub fn load_all() -> Definitions {
 /// [`builtin`]'s definitions, so use these merged into [`builtin`].
 pub fn gated() -> &'static Definitions {
     static GATED: OnceLock<Definitions> = OnceLock::new();
-    GATED.get_or_init(|| {
-        let schemas: BTreeMap<String, Value> = serde_json::from_str(GATED_TEXT).unwrap_or_default();
-        Definitions::from_schemas(schemas)
-    })
+    GATED.get_or_init(|| Definitions::from_schemas(parse_schemas(GATED_TEXT)))
 }
 
 impl Definitions {
     /// These definitions and `other`'s (a name both define keeps this one's definition).
     pub fn merged(&self, other: &Definitions) -> Definitions {
-        let mut schemas = self.schemas.clone();
-        for (name, schema) in &other.schemas {
-            schemas
-                .entry(name.clone())
-                .or_insert_with(|| schema.clone());
-        }
-        Definitions::from_schemas(schemas)
+        merge_into(self.schemas.clone(), other)
     }
 
     /// From OpenAPI v3 documents as a server serves them at `/openapi/v3/<path>` (for custom
